@@ -1,0 +1,62 @@
+// nitro/core/fixed_string.hpp — compile-time strings usable as template arguments.
+//
+// Names that must be known to the compiler (tree entry names, keypaths, group tags) are
+// `fixed_string` values passed as non-type template arguments. Not a general string type.
+#pragma once
+
+#include <cstddef>      // size_t
+#include <string_view>  // views of the characters
+
+namespace nitro {
+
+template <std::size_t N>
+struct fixed_string {
+  char chars[N + 1]{};  // NUL-terminated; N is the length without it
+
+  constexpr fixed_string() noexcept = default;
+  constexpr fixed_string(char const (&s)[N + 1]) noexcept {  // NOLINT: implicit by design
+    for (std::size_t i = 0; i <= N; ++i) chars[i] = s[i];
+  }
+  static constexpr std::size_t size() noexcept { return N; }
+  constexpr std::string_view view() const noexcept { return {chars, N}; }
+  constexpr operator std::string_view() const noexcept { return view(); }  // NOLINT
+  constexpr char const* c_str() const noexcept { return chars; }
+
+  template <std::size_t M>
+  constexpr bool operator==(fixed_string<M> const& o) const noexcept {
+    return view() == o.view();
+  }
+};
+template <std::size_t N>
+fixed_string(char const (&)[N]) -> fixed_string<N - 1>;
+
+// a + sep + b, evaluated by the compiler: keypaths are joined this way ("layer_1" "." "weight").
+template <std::size_t A, std::size_t B>
+constexpr fixed_string<A + B + 1> join(fixed_string<A> const& a, char sep, fixed_string<B> const& b) noexcept {
+  fixed_string<A + B + 1> out;
+  for (std::size_t i = 0; i < A; ++i) out.chars[i] = a.chars[i];
+  out.chars[A] = sep;
+  for (std::size_t i = 0; i < B; ++i) out.chars[A + 1 + i] = b.chars[i];
+  return out;
+}
+template <std::size_t A, std::size_t B>
+constexpr fixed_string<A + B> concat(fixed_string<A> const& a, fixed_string<B> const& b) noexcept {
+  fixed_string<A + B> out;
+  for (std::size_t i = 0; i < A; ++i) out.chars[i] = a.chars[i];
+  for (std::size_t i = 0; i < B; ++i) out.chars[A + i] = b.chars[i];
+  return out;
+}
+
+// "layer_1" from the number 1, at compile time (chain children are named this way, as in Lux).
+template <std::size_t I>
+constexpr auto layer_name() noexcept {
+  constexpr std::size_t digits = [] { std::size_t d = 1; for (std::size_t v = I; v >= 10; v /= 10) ++d; return d; }();
+  fixed_string<6 + digits> out;
+  char const prefix[] = "layer_";
+  for (std::size_t i = 0; i < 6; ++i) out.chars[i] = prefix[i];
+  std::size_t v = I;
+  for (std::size_t i = 0; i < digits; ++i) { out.chars[6 + digits - 1 - i] = char('0' + v % 10); v /= 10; }
+  return out;
+}
+
+}  // namespace nitro

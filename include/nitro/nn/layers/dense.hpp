@@ -1,0 +1,110 @@
+// nitro/nn/layers/dense.hpp — the fully connected layer, with its activation fused.
+//
+//   nitro::nn::dense<784, 256>(nitro::nn::relu)     y = relu(W x + b), W: [256, 784], b: [256]
+//
+// Extents are template arguments, so a width that comes from a GraphConst gives each width its
+// own specialised layer. Forward is one GEMM plus one pass adding the bias and applying the
+// activation; backward is one pass for the activation's derivative and up to three GEMMs (dW, dx
+// only when x needs a gradient) — one coarse tape node.
+#pragma once
+
+#include "nitro/nn/init.hpp"
+#include "nitro/nn/layer.hpp"
+#include "nitro/nn/layers/activation.hpp"
+#include "nitro/tensor/cpu/gemm.hpp"
+#include "nitro/tensor/detail/record.hpp"
+
+#include <cstdint>  // int64_t
+#include <string>   // describe
+#include <utility>  // pair
+
+namespace nitro::nn {
+
+struct dense_options {
+  init::initializer weight = init::torch_default;
+  init::initializer bias = init::torch_default;
+};
+
+template <std::int64_t In, std::int64_t Out, class Act = identity_t, bool Bias = true>
+struct dense_layer {
+  static_assert(In > 0 && Out > 0, "nitro::nn::dense<In, Out>: extents must be positive");
+  static_assert(fusable_activation<Act>, "nitro::nn::dense: the activation must be one of nitro::nn::identity, relu, tanh, sigmoid, gelu");
+
+  using param_spec = std::conditional_t<Bias, tree<entry<"weight", param<Out, In>>, entry<"bias", param<Out>>>,
+                                        tree<entry<"weight", param<Out, In>>>>;
+  using state_spec = tree<>;
+  static constexpr std::int64_t in_features = In;
+  static constexpr std::int64_t out_features = Out;
+  using activation = Act;
+
+  dense_options options{};
+
+  template <class Ps, class St>
+  void init(Ps& ps, St&, rng& g) const {
+    options.weight(get<"weight">(ps), In, Out, g);
+    if constexpr (Bias) options.bias(get<"bias">(ps), In, Out, g);
+  }
+
+  std::string describe() const {
+    std::string s = "dense<" + std::to_string(In) + ", " + std::to_string(Out);
+    if constexpr (!Act::is_identity) s += std::string(", ") + Act::name();
+    if constexpr (!Bias) s += ", no bias";
+    return s + ">";
+  }
+
+  template <class T>
+  std::pair<basic_tensor<T>, params_t<state_spec, T>> operator()(basic_tensor<T> const& x, params_t<param_spec, T> const& ps,
+                                                                   params_t<state_spec, T> const& st) const {
+    using namespace nitro::detail;
+    check_features(In, x.rank() <= 1 ? x.numel() : x.features(), [&] { return describe(); }, x.shape());
+    const std::int64_t B = x.rank() <= 1 ? 1 : x.batch();
+    basic_tensor<T> const& W = get<"weight">(ps);
+    basic_tensor<T> b;
+    if constexpr (Bias) b = get<"bias">(ps);
+    const bool grad = [&] {
+      if constexpr (Bias) return needs_grad(x, W, b);
+      else return needs_grad(x, W);
+    }();
+
+    basic_tensor<T> y = make_output<T>(shape{Out, B}, grad);
+    // z keeps the pre-activation only when the activation's derivative needs it (gelu)
+    basic_tensor<T> z = Act::needs_preactivation && grad ? basic_tensor<T>::empty(shape{Out, B}) : y;
+    cpu::gemm<T>(false, false, Out, B, In, T(1), W.data(), Out, x.data(), In, T(0), z.data(), Out);
+    auto Z = mat_map<T>(z.data(), Out, B);
+    if constexpr (Bias) Z.colwise() += cmat_map<T>(b.data(), Out, 1).col(0);
+    if constexpr (!Act::is_identity) {
+      if (z.data() != y.data()) mat_map<T>(y.data(), Out, B) = Z;
+      Act::forward_inplace(mat_map<T>(y.data(), Out, B).array());
+    }
+
+    if (grad) {
+      T const* xd = x.data(); T const* wd = W.data(); T const* yd = y.data(); T const* zd = z.data();
+      int xv = x.var(), wv = W.var(), bv = Bias ? b.var() : -1, yv = y.var();
+      active_tape().record([=](tape& t) {
+        T const* gy = t.grad_if_any<T>(yv);
+        if (!gy) return;
+        T const* g = gy;
+        if constexpr (!Act::is_identity) {  // g = gy * act'(.) in a scratch buffer
+          T* s = t.memory().allocate_n<T>(static_cast<std::size_t>(Out * B));
+          auto S = mat_map<T>(s, Out, B).array();
+          S = cmat_map<T>(gy, Out, B).array();
+          if constexpr (Act::needs_preactivation) Act::backward_inplace(S, cmat_map<T>(zd, Out, B).array());
+          else Act::backward_inplace(S, cmat_map<T>(yd, Out, B).array());
+          g = s;
+        }
+        if (bv >= 0) mat_map<T>(t.grad<T>(bv), Out, 1).col(0) += cmat_map<T>(g, Out, B).rowwise().sum();
+        if (wv >= 0) cpu::gemm<T>(false, true, Out, In, B, T(1), g, Out, xd, In, T(1), t.grad<T>(wv), Out);
+        if (xv >= 0) cpu::gemm<T>(true, false, In, B, Out, T(1), wd, Out, g, Out, T(1), t.grad<T>(xv), In);
+      });
+    }
+    return {y, st};
+  }
+};
+
+// dense<In, Out>(activation, options): the layer value. Bias = false drops the bias.
+template <std::int64_t In, std::int64_t Out, bool Bias = true, class Act = identity_t>
+constexpr dense_layer<In, Out, Act, Bias> dense(Act = {}, dense_options options = {}) {
+  return dense_layer<In, Out, Act, Bias>{options};
+}
+
+}  // namespace nitro::nn

@@ -1,0 +1,174 @@
+// nitro/nn/losses.hpp — losses, each one fused tape node.
+//
+//   logitcrossentropy(logits, target, smoothing)   softmax cross-entropy from logits [C, B]; target
+//                                                  one-hot/soft [C, B] or class indices [1, B]/[B];
+//                                                  label smoothing (a number or a Device field, read
+//                                                  when the loss runs, so a schedule reaches it)
+//   mse(pred, target)                              mean squared error
+//   logitbinarycrossentropy(logits, target)        sigmoid + binary cross-entropy, stable
+// Every loss is a mean over all samples (and, for mse/bce, all elements), as in PyTorch.
+#pragma once
+
+#include "nitro/core/markers.hpp"
+#include "nitro/tensor/detail/record.hpp"
+
+#include <cmath>    // exp, log
+#include <cstdint>  // int64_t
+#include <limits>   // lowest
+
+namespace nitro::nn {
+
+namespace detail {
+template <class T, class S>
+T smoothing_value(S const& s) {
+  if constexpr (is_device_v<S>) return static_cast<T>(s.get());
+  else return static_cast<T>(s);
+}
+}  // namespace detail
+
+template <class T, class S = T>
+basic_tensor<T> logitcrossentropy(basic_tensor<T> const& logits, basic_tensor<T> const& target, S const& smoothing = S(0)) {
+  using namespace nitro::detail;
+  const std::int64_t C = logits.rank() <= 1 ? logits.numel() : logits.shape()[0];
+  const std::int64_t B = C == 0 ? 0 : logits.numel() / C;
+  const bool indices = !(target.shape() == logits.shape());
+  if (indices && target.numel() != B)
+    throw error("E-LOSS-001",
+                "logitcrossentropy: target of shape " + target.shape().to_string() + " matches neither the logits " +
+                    logits.shape().to_string() + " (one-hot) nor their " + std::to_string(B) + " samples (class indices)",
+                "pass a one-hot target of the logits' shape, or one class index per sample");
+  const T s = detail::smoothing_value<T>(smoothing);
+  if (!(s >= T(0) && s <= T(1)))
+    throw error("E-LOSS-002", "logitcrossentropy: label smoothing " + std::to_string(double(s)) + " is outside [0, 1]",
+                "use a smoothing between 0 and 1 (0.05 or 0.1 are common)");
+  basic_tensor<T> y = make_output<T>(shape{}, needs_grad(logits));
+  // p = softmax(logits) per column, kept for the backward pass
+  basic_tensor<T> p = basic_tensor<T>::empty(logits.shape());
+  T const* x = logits.data();
+  T const* t = target.data();
+  T* pd = p.data();
+  const T off = s / static_cast<T>(C), on = T(1) - s;
+  T total = 0;
+  for (std::int64_t c = 0; c < B; ++c) {
+    T const* xc = x + c * C;
+    T* pc = pd + c * C;
+    T m = std::numeric_limits<T>::lowest();
+    for (std::int64_t i = 0; i < C; ++i) m = xc[i] > m ? xc[i] : m;
+    T z = 0;
+    for (std::int64_t i = 0; i < C; ++i) { pc[i] = std::exp(xc[i] - m); z += pc[i]; }
+    const T lz = m + std::log(z), inv = T(1) / z;
+    for (std::int64_t i = 0; i < C; ++i) pc[i] *= inv;
+    if (indices) {
+      const std::int64_t k = static_cast<std::int64_t>(t[c]);
+      if (k < 0 || k >= C)
+        throw error("E-LOSS-003", "logitcrossentropy: class index " + std::to_string(k) + " is outside [0, " + std::to_string(C) + ")",
+                    "class indices count from 0 to classes - 1");
+      T l = 0;
+      for (std::int64_t i = 0; i < C; ++i) l -= ((i == k ? on : T(0)) + off) * (xc[i] - lz);
+      total += l;
+    } else {
+      T const* tc = t + c * C;
+      T l = 0;
+      for (std::int64_t i = 0; i < C; ++i) l -= (on * tc[i] + off) * (xc[i] - lz);
+      total += l;
+    }
+  }
+  y[0] = B ? total / static_cast<T>(B) : T(0);
+  if (y.requires_grad()) {
+    int lv = logits.var(), yv = y.var();
+    active_tape().record([=](tape& tp) {
+      T const* gy = tp.grad_if_any<T>(yv);
+      if (!gy) return;
+      T* g = tp.grad<T>(lv);
+      const T scale = gy[0] / static_cast<T>(B);
+      for (std::int64_t c = 0; c < B; ++c) {
+        T const* pc = pd + c * C;
+        T* gc = g + c * C;
+        if (indices) {
+          const std::int64_t k = static_cast<std::int64_t>(t[c]);
+          for (std::int64_t i = 0; i < C; ++i) gc[i] += scale * (pc[i] - (i == k ? on : T(0)) - off);
+        } else {
+          T const* tc = t + c * C;
+          T tsum = 0;
+          for (std::int64_t i = 0; i < C; ++i) tsum += on * tc[i] + off;
+          for (std::int64_t i = 0; i < C; ++i) gc[i] += scale * (tsum * pc[i] - (on * tc[i] + off));
+        }
+      }
+    });
+  }
+  return y;
+}
+
+template <class T>
+basic_tensor<T> mse(basic_tensor<T> const& pred, basic_tensor<T> const& target) {
+  using namespace nitro::detail;
+  if (!(pred.shape() == target.shape()))
+    throw error("E-LOSS-004", "mse: prediction " + pred.shape().to_string() + " and target " + target.shape().to_string() + " differ",
+                "pass tensors of the same shape");
+  const std::int64_t n = pred.numel();
+  basic_tensor<T> y = make_output<T>(shape{}, needs_grad(pred, target));
+  y[0] = n ? (flat(pred.data(), n) - flat(target.data(), n)).square().sum() / static_cast<T>(n) : T(0);
+  if (y.requires_grad()) {
+    T const* pd = pred.data(); T const* td = target.data();
+    int pv = pred.var(), tv = target.var(), yv = y.var();
+    active_tape().record([=](tape& tp) {
+      T const* gy = tp.grad_if_any<T>(yv);
+      if (!gy) return;
+      const T k = T(2) * gy[0] / static_cast<T>(n);
+      if (pv >= 0) flat(tp.grad<T>(pv), n) += (flat(pd, n) - flat(td, n)) * k;
+      if (tv >= 0) flat(tp.grad<T>(tv), n) -= (flat(pd, n) - flat(td, n)) * k;
+    });
+  }
+  return y;
+}
+
+template <class T>
+basic_tensor<T> logitbinarycrossentropy(basic_tensor<T> const& logits, basic_tensor<T> const& target) {
+  using namespace nitro::detail;
+  if (!(logits.shape() == target.shape()))
+    throw error("E-LOSS-005", "logitbinarycrossentropy: logits " + logits.shape().to_string() + " and target " + target.shape().to_string() + " differ",
+                "pass targets of the logits' shape, with values in [0, 1]");
+  const std::int64_t n = logits.numel();
+  basic_tensor<T> y = make_output<T>(shape{}, needs_grad(logits, target));
+  auto X = flat(logits.data(), n);
+  auto Tg = flat(target.data(), n);
+  // max(x, 0) - x t + log(1 + exp(-|x|))
+  y[0] = n ? (X.max(T(0)) - X * Tg + (-(X.abs())).exp().log1p()).sum() / static_cast<T>(n) : T(0);
+  if (y.requires_grad()) {
+    T const* xd = logits.data(); T const* td = target.data();
+    int lv = logits.var(), tv = target.var(), yv = y.var();
+    active_tape().record([=](tape& tp) {
+      T const* gy = tp.grad_if_any<T>(yv);
+      if (!gy) return;
+      const T k = gy[0] / static_cast<T>(n);
+      if (lv >= 0) flat(tp.grad<T>(lv), n) += (flat(xd, n).logistic() - flat(td, n)) * k;
+      if (tv >= 0) flat(tp.grad<T>(tv), n) -= flat(xd, n) * k;
+    });
+  }
+  return y;
+}
+
+// How many columns of `logits` have their largest value where `target` does (one-hot/soft target)
+// or at the class index `target` holds. A count, for metrics: acc = correct => samples.
+template <class T>
+T correct_count(basic_tensor<T> const& logits, basic_tensor<T> const& target) {
+  const std::int64_t C = logits.rank() <= 1 ? logits.numel() : logits.shape()[0];
+  const std::int64_t B = C == 0 ? 0 : logits.numel() / C;
+  const bool indices = !(target.shape() == logits.shape());
+  T n = 0;
+  for (std::int64_t c = 0; c < B; ++c) {
+    T const* xc = logits.data() + c * C;
+    std::int64_t best = 0;
+    for (std::int64_t i = 1; i < C; ++i) if (xc[i] > xc[best]) best = i;
+    std::int64_t want = 0;
+    if (indices) want = static_cast<std::int64_t>(target.data()[c]);
+    else {
+      T const* tc = target.data() + c * C;
+      for (std::int64_t i = 1; i < C; ++i) if (tc[i] > tc[want]) want = i;
+    }
+    n += best == want ? T(1) : T(0);
+  }
+  return n;
+}
+
+}  // namespace nitro::nn

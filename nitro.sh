@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The two commands of the README.
+#   ./nitro.sh train   install what is missing, build, train fashion_mlp on Fashion-MNIST
+#   ./nitro.sh test    install what is missing, build everything (g++, clang++, ASan+UBSan), run every test
+set -euo pipefail
+cd "$(dirname "$0")"
+jobs=$(nproc 2>/dev/null || echo 2)
+
+configure() {  # configure <dir> [cmake args...]
+  local dir=$1; shift
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+}
+
+case "${1:-}" in
+  train)
+    scripts/install-deps.sh
+    configure build -DNITRO_BUILD_TESTS=OFF -DNITRO_BUILD_BENCH=OFF
+    cmake --build build --target fashion_mlp -j "$jobs"
+    shift
+    exec ./build/examples/fashion_mlp "$@"
+    ;;
+  test)
+    scripts/install-deps.sh
+    echo "== g++ build: every test"
+    configure build
+    cmake --build build -j "$jobs"
+    (cd build && ctest --output-on-failure -j "$jobs")
+    echo "== clang++ build: unit tests and examples"
+    configure build-clang -DCMAKE_CXX_COMPILER=clang++ -DNITRO_BUILD_BENCH=OFF -DNITRO_CUDA=OFF
+    cmake --build build-clang -j "$jobs"
+    (cd build-clang && ctest --output-on-failure -j "$jobs" -L 'unit|compile_fail')
+    echo "== ASan + UBSan build: unit tests"
+    configure build-asan -DNITRO_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNITRO_BUILD_BENCH=OFF -DNITRO_CUDA=OFF -DNITRO_BUILD_EXAMPLES=OFF
+    cmake --build build-asan -j "$jobs"
+    (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j "$jobs" -L unit)
+    echo "== all tests passed"
+    ;;
+  *)
+    sed -n '2,4p' "$0"
+    exit 2
+    ;;
+esac

@@ -1,0 +1,92 @@
+// No heap allocation in a training step after the first (DESIGN.md §6): every malloc and every
+// operator new of the process is counted while steps run — the step's own work, the loader's
+// thread gathering the next batches, Eigen's products.
+#include <nitro/nitro.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define NITRO_ALLOC_COUNTING 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NITRO_ALLOC_COUNTING 0
+#endif
+#endif
+#ifndef NITRO_ALLOC_COUNTING
+#define NITRO_ALLOC_COUNTING 1
+#endif
+
+namespace {
+std::atomic<long> g_allocations{0};
+std::atomic<bool> g_counting{false};
+inline void note() { if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed); }
+}  // namespace
+
+#if NITRO_ALLOC_COUNTING
+extern "C" {
+void* __libc_malloc(std::size_t);
+void* __libc_calloc(std::size_t, std::size_t);
+void* __libc_realloc(void*, std::size_t);
+void* __libc_memalign(std::size_t, std::size_t);
+void __libc_free(void*);
+void* malloc(std::size_t n) { note(); return __libc_malloc(n); }
+void* calloc(std::size_t a, std::size_t b) { note(); return __libc_calloc(a, b); }
+void* realloc(void* p, std::size_t n) { note(); return __libc_realloc(p, n); }
+void free(void* p) { __libc_free(p); }
+void* aligned_alloc(std::size_t a, std::size_t n) { note(); return __libc_memalign(a, n); }
+void* memalign(std::size_t a, std::size_t n) { note(); return __libc_memalign(a, n); }
+int posix_memalign(void** out, std::size_t a, std::size_t n) {
+  note();
+  *out = __libc_memalign(a, n);
+  return *out ? 0 : 12;
+}
+}
+#endif
+
+namespace alloc_test {
+struct FwdIn { BOOST_HANA_DEFINE_STRUCT(FwdIn, (nitro::Tensor, img)); };
+struct LossIn { BOOST_HANA_DEFINE_STRUCT(LossIn, (nitro::Tensor, label)); };
+struct Metrics { BOOST_HANA_DEFINE_STRUCT(Metrics, (nitro::mean_of, acc)); };
+struct Mlp {
+  nitro::GraphConst<int, 256> width;
+  nitro::Device<float> smoothing{0.05f};
+  std::int64_t batch_size = 128;
+  auto build_data() const { return nitro::data::fashion_mnist({.valid = 100, .train_limit = 2560, .test_limit = 100}); }
+  auto build_model() const {
+    return nitro::nn::chain(nitro::nn::dense<784, 256>(nitro::nn::relu), nitro::nn::dense<256, 256>(nitro::nn::gelu), nitro::nn::dense<256, 10>());
+  }
+  auto forward(auto const& m, auto const& ps, auto const& st, FwdIn const& in) const { return m(in.img, ps, st); }
+  auto loss(nitro::Tensor const& y, LossIn const& in) const { return nitro::nn::logitcrossentropy(y, in.label, smoothing); }
+};
+NITRO_EXPERIMENT(Mlp, width, smoothing, batch_size);
+}  // namespace alloc_test
+
+TEST_CASE("training steps after the first allocate nothing") {
+  if (!NITRO_ALLOC_COUNTING) {
+    MESSAGE("skipped: allocation counting is off under AddressSanitizer, which owns malloc");
+    return;
+  }
+  nitro::Nitro h(alloc_test::Mlp{});
+  auto const& split = h.data().split("train");
+  nitro::data::loader<nitro::data::image_batch> ld(split, {.batch_size = 128, .shuffle = true, .drop_last = true, .prefetch = 2, .seed = 1});
+  ld.start_epoch(0);
+  long steps = 0;
+  while (auto b = ld.next()) {
+    if (steps == 2) g_counting = true;  // the first steps size the arena and the tape
+    h.train_step(*b);
+    ++steps;
+  }
+  g_counting = false;
+  CHECK(steps == 20);
+  CHECK(g_allocations.load() == 0);
+  // the counter works: an allocation while counting is seen
+  g_counting = true;
+  void* p = std::malloc(16);
+  g_counting = false;
+  std::free(p);
+  CHECK(g_allocations.load() == 1);
+}

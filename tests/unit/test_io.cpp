@@ -1,0 +1,160 @@
+// io/: the IDX reader (intact, missing, damaged files), Fashion-MNIST, and the loader.
+#include <nitro/nitro.hpp>
+
+#include <doctest/doctest.h>
+
+#include <zlib.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+namespace fs = std::filesystem;
+
+namespace {
+fs::path tmp_dir() {
+  char const* t = std::getenv("NITRO_TEST_TMP");
+  fs::path p = fs::path(t ? t : fs::temp_directory_path().string()) / "io";
+  fs::create_directories(p);
+  return p;
+}
+std::vector<unsigned char> idx_bytes(std::vector<std::int32_t> dims, int fill) {
+  std::vector<unsigned char> b{0, 0, 0x08, static_cast<unsigned char>(dims.size())};
+  std::int64_t n = 1;
+  for (auto d : dims) {
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<unsigned char>((d >> s) & 0xff));
+    n *= d;
+  }
+  for (std::int64_t i = 0; i < n; ++i) b.push_back(static_cast<unsigned char>((i + fill) % 10));
+  return b;
+}
+void write_gz(fs::path const& p, std::vector<unsigned char> const& bytes) {
+  gzFile f = gzopen(p.string().c_str(), "wb");
+  gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+  gzclose(f);
+}
+void write_raw(fs::path const& p, std::vector<unsigned char> const& bytes) {
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<char const*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+}  // namespace
+
+TEST_CASE("IDX: gzip'd and plain files read back exactly") {
+  auto dir = tmp_dir();
+  auto bytes = idx_bytes({3, 2, 2}, 1);
+  write_gz(dir / "a.gz", bytes);
+  write_raw(dir / "a.idx", bytes);
+  for (auto name : {"a.gz", "a.idx"}) {
+    auto a = nitro::io::read_idx((dir / name).string());
+    CHECK(a.dims == std::vector<std::int64_t>{3, 2, 2});
+    REQUIRE(a.bytes.size() == 12);
+    CHECK(a.bytes[0] == 1);
+    CHECK(a.bytes[11] == 2);
+  }
+}
+
+TEST_CASE("IDX: missing and damaged files are coded errors naming the file, never a crash") {
+  auto dir = tmp_dir();
+  CHECK_THROWS_WITH_AS(nitro::io::read_idx((dir / "nope.gz").string(), "apt-get install x"),
+                       doctest::Contains("E-DATA-001"), nitro::error);
+  try {
+    nitro::io::read_idx((dir / "nope.gz").string(), "apt-get install dataset-fashion-mnist");
+  } catch (nitro::error const& e) {
+    CHECK(e.fix() == "apt-get install dataset-fashion-mnist");
+    CHECK(e.sentence().find("nope.gz") != std::string::npos);
+  }
+  auto good = idx_bytes({100, 28, 28}, 0);
+  // truncated in the middle of the elements
+  write_gz(dir / "short.gz", std::vector<unsigned char>(good.begin(), good.begin() + 500));
+  CHECK_THROWS_WITH_AS(nitro::io::read_idx((dir / "short.gz").string()), doctest::Contains("ends early"), nitro::error);
+  // not IDX at all
+  write_raw(dir / "text.idx", {'h', 'e', 'l', 'l', 'o', '!', '!', '!'});
+  CHECK_THROWS_WITH_AS(nitro::io::read_idx((dir / "text.idx").string()), doctest::Contains("E-DATA-002"), nitro::error);
+  // a gzip stream cut short: the compressed bytes truncated
+  write_gz(dir / "full.gz", good);
+  std::ifstream in(dir / "full.gz", std::ios::binary);
+  std::vector<char> gz((std::istreambuf_iterator<char>(in)), {});
+  write_raw(dir / "cut.gz", std::vector<unsigned char>(gz.begin(), gz.begin() + static_cast<long>(gz.size() / 2)));
+  CHECK_THROWS_AS(nitro::io::read_idx((dir / "cut.gz").string()), nitro::error);
+  // garbage after the declared elements
+  auto extra = good;
+  extra.push_back(1);
+  write_raw(dir / "extra.idx", extra);
+  CHECK_THROWS_WITH_AS(nitro::io::read_idx((dir / "extra.idx").string()), doctest::Contains("bytes after"), nitro::error);
+  // an absurd extent
+  write_raw(dir / "huge.idx", {0, 0, 8, 1, 0x7f, 0xff, 0xff, 0xff});
+  CHECK_THROWS_AS(nitro::io::read_idx((dir / "huge.idx").string()), nitro::error);
+}
+
+TEST_CASE("Fashion-MNIST: the Debian data set, split into train, valid and test") {
+  auto d = nitro::data::fashion_mnist();
+  CHECK(d.split("train").size() == 55000);
+  CHECK(d.split("valid").size() == 5000);
+  CHECK(d.split("test").size() == 10000);
+  auto const& test = d.split("test").all();
+  CHECK(test.img.shape() == nitro::shape{28, 28, 1, 10000});
+  CHECK(test.label.shape() == nitro::shape{10, 10000});
+  // every label column is one-hot; pixels are in [0, 1]
+  for (std::int64_t i = 0; i < 10000; i += 997) {
+    float s = 0;
+    for (int c = 0; c < 10; ++c) s += test.label(c, i);
+    CHECK(s == 1.0f);
+  }
+  float mx = 0;
+  for (std::int64_t i = 0; i < test.img.numel(); i += 13) mx = std::max(mx, test.img[i]);
+  CHECK(mx <= 1.0f);
+  CHECK(mx > 0.9f);
+  // train and valid are disjoint and together the whole training file
+  std::set<std::int64_t> seen;
+  for (auto name : {"train", "valid"}) {
+    auto const& idx = d.split(name).all().idx;
+    for (std::int64_t i = 0; i < idx.numel(); ++i) CHECK(seen.insert(idx[i]).second);
+  }
+  CHECK(seen.size() == 60000);
+  CHECK_THROWS_WITH_AS(d.split("dev"), doctest::Contains("E-DATA-004"), nitro::error);
+  auto small = nitro::data::fashion_mnist({.valid = 100, .train_limit = 1000, .test_limit = 200});
+  CHECK(small.split("train").size() == 1000);
+  CHECK(small.split("test").size() == 200);
+}
+
+TEST_CASE("Fashion-MNIST: a missing folder names the install command") {
+  try {
+    nitro::data::fashion_mnist({.dir = (tmp_dir() / "absent").string()});
+    FAIL("expected an error");
+  } catch (nitro::error const& e) {
+    CHECK(e.code() == "E-DATA-001");
+    CHECK(e.fix().find("apt-get install dataset-fashion-mnist") != std::string::npos);
+  }
+}
+
+TEST_CASE("loader: every sample once per epoch, seeded order, resumable at any batch") {
+  auto d = nitro::data::fashion_mnist({.valid = 100, .train_limit = 1000, .test_limit = 200});
+  auto const& train = d.split("train");
+  auto order_of = [&](std::uint64_t seed, std::uint64_t epoch, std::int64_t first = 0) {
+    nitro::data::loader<nitro::data::image_batch> ld(train, {.batch_size = 64, .shuffle = true, .drop_last = true, .prefetch = 2, .seed = seed});
+    ld.start_epoch(epoch, first);
+    std::vector<std::int64_t> ids;
+    while (auto b = ld.next()) {
+      CHECK(b->img.batch() == 64);
+      CHECK(b->label.batch() == 64);
+      for (std::int64_t i = 0; i < b->idx.numel(); ++i) ids.push_back(b->idx[i]);
+    }
+    return ids;
+  };
+  auto a = order_of(1, 0), b = order_of(1, 0), c = order_of(1, 1), e = order_of(2, 0);
+  CHECK(a.size() == 1000 / 64 * 64);
+  CHECK(a == b);
+  CHECK(a != c);
+  CHECK(a != e);
+  CHECK(std::set<std::int64_t>(a.begin(), a.end()).size() == a.size());
+  auto resumed = order_of(1, 0, 5);
+  CHECK(std::vector<std::int64_t>(a.begin() + 5 * 64, a.end()) == resumed);
+
+  nitro::data::loader<nitro::data::image_batch> ev(d.split("test"), {.batch_size = 64, .shuffle = false, .drop_last = false});
+  ev.start_epoch(0);
+  std::int64_t total = 0, last = 0;
+  while (auto bt = ev.next()) { total += bt->img.batch(); last = bt->img.batch(); }
+  CHECK(total == 200);
+  CHECK(last == 200 % 64);
+  CHECK(ev.batches_per_epoch() == 4);
+}
