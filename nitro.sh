@@ -28,7 +28,7 @@ case "${1:-}" in
     echo "== clang++ build: unit tests and examples"
     configure build-clang -DCMAKE_CXX_COMPILER=clang++ -DNITRO_BUILD_BENCH=OFF -DNITRO_CUDA=OFF
     cmake --build build-clang -j "$jobs"
-    (cd build-clang && ctest --output-on-failure -j "$jobs" -L 'unit|compile_fail')
+    (cd build-clang && ctest --output-on-failure -j "$jobs" -L 'unit|compile_fail|fuzz')
     echo "== ASan + UBSan build: unit tests"
     configure build-asan -DNITRO_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNITRO_BUILD_BENCH=OFF -DNITRO_CUDA=OFF -DNITRO_BUILD_EXAMPLES=OFF
     cmake --build build-asan -j "$jobs"
