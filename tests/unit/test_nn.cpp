@@ -92,8 +92,9 @@ TEST_CASE("initialisers: seeded, and with the statistics they promise") {
   nitro::Tensor w = nitro::Tensor::owned({256, 784});
   nitro::rng g(5);
   nitro::init::torch_default(w, 784, 256, g);
-  double bound = 1.0 / std::sqrt(784.0), mx = 0, sum = 0, sq = 0;
-  for (std::int64_t i = 0; i < w.numel(); ++i) { mx = std::max(mx, double(std::abs(w[i]))); sum += w[i]; sq += double(w[i]) * w[i]; }
+  double bound = 1.0 / std::sqrt(784.0), mx = 0, mean = 0, sq = 0;
+  for (std::int64_t i = 0; i < w.numel(); ++i) { mx = std::max(mx, double(std::abs(w[i]))); mean += w[i]; sq += double(w[i]) * w[i]; }
+  CHECK(std::abs(mean / double(w.numel())) < 0.01 * bound);
   CHECK(mx <= bound);
   CHECK(mx > 0.99 * bound);
   double var = sq / double(w.numel());
