@@ -1,0 +1,316 @@
+// The CUDA backend's tile math, run on the CPU: the layouts of the tensor-core tiles, the block
+// GEMM, the fully fused MLP (forward and backward, FP32 and TF32), the fused loss, the optimizer's
+// update of one element and the model traits — each against the Eigen backend (nitro's layers,
+// losses and tape). The kernels in kernels/ run these same functions on the GPU; tests/gpu/ checks
+// the kernels themselves where a device is present.
+#include <nitro/nitro.hpp>
+#include <nitro/tensor/cuda/mlp_tile.hpp>
+#include <nitro/tensor/cuda/mlp_traits.hpp>
+#include <nitro/tensor/cuda/pointwise.hpp>
+#include <nitro/tensor/cuda/tile.hpp>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+namespace cu = nitro::cuda;
+namespace tl = nitro::cuda::tile;
+using nitro::shape;
+using nitro::Tensor;
+
+namespace {
+
+std::vector<float> random_vector(std::size_t n, nitro::rng& g, double lo = -1, double hi = 1) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(g.uniform(lo, hi));
+  return v;
+}
+
+// max |a - b| / max(|b|, floor) over the elements: the relative error, with a floor so that
+// entries near zero are judged on the scale of the whole array
+double max_rel_error(float const* a, float const* b, std::size_t n) {
+  double scale = 0;
+  for (std::size_t i = 0; i < n; ++i) scale = std::max(scale, double(std::fabs(b[i])));
+  const double floor = std::max(1e-6, 1e-2 * scale);
+  double worst = 0;
+  for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])) / std::max(double(std::fabs(b[i])), floor));
+  return worst;
+}
+
+// ||a - b|| / ||b||: the error of a whole array, for TF32 results in relu networks, where a pre-
+// activation that TF32 moves across zero changes single gradient entries completely
+double norm_rel_error(float const* a, float const* b, std::size_t n) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    num += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
+    den += double(b[i]) * double(b[i]);
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+template <class Store>
+std::int64_t offset_of(std::string_view keypath) {
+  for (auto const& li : Store::leaves)
+    if (li.keypath == keypath) return li.offset;
+  return -1;
+}
+
+}  // namespace
+
+// ---- TF32 and the tile layouts --------------------------------------------------------------------
+
+TEST_CASE("round_tf32 keeps 10 mantissa bits, rounding to nearest with ties away from zero") {
+  CHECK(cu::round_tf32(1.0f) == 1.0f);
+  CHECK(cu::round_tf32(-2.5f) == -2.5f);
+  const float ulp = std::ldexp(1.0f, -10);  // the TF32 step just above 1
+  CHECK(cu::round_tf32(1.0f + ulp) == 1.0f + ulp);
+  CHECK(cu::round_tf32(1.0f + 0.49f * ulp) == 1.0f);
+  CHECK(cu::round_tf32(1.0f + 0.5f * ulp) == 1.0f + ulp);    // a tie goes away from zero
+  CHECK(cu::round_tf32(-1.0f - 0.5f * ulp) == -1.0f - ulp);
+  CHECK(cu::round_tf32(1.0f + 0.51f * ulp) == 1.0f + ulp);
+  CHECK(std::isinf(cu::round_tf32(INFINITY)));
+  CHECK(std::isnan(cu::round_tf32(NAN)));
+  nitro::rng g(3);
+  for (int i = 0; i < 1000; ++i) {
+    const float x = static_cast<float>(g.uniform(-100, 100));
+    const float r = cu::round_tf32(x);
+    std::uint32_t u;
+    std::memcpy(&u, &r, 4);
+    CHECK((u & 0x1fffu) == 0u);
+    CHECK(std::fabs(r - x) <= std::fabs(x) * std::ldexp(1.0f, -11) * 1.0001f);
+  }
+}
+
+TEST_CASE("the m16n8k8 register layouts cover each element of A, B and C exactly once") {
+  int a[16][8] = {}, b[8][8] = {}, c[16][8] = {};
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int i = 0; i < 4; ++i) ++a[tl::a_row(lane, i)][tl::a_col(lane, i)];
+    for (int i = 0; i < 2; ++i) ++b[tl::b_row(lane, i)][tl::b_col(lane, i)];
+    for (int i = 0; i < 4; ++i) ++c[tl::c_row(lane, i)][tl::c_col(lane, i)];
+  }
+  for (int r = 0; r < 16; ++r)
+    for (int k = 0; k < 8; ++k) CHECK(a[r][k] == 1);
+  for (int k = 0; k < 8; ++k)
+    for (int n = 0; n < 8; ++n) CHECK(b[k][n] == 1);
+  for (int r = 0; r < 16; ++r)
+    for (int n = 0; n < 8; ++n) CHECK(c[r][n] == 1);
+  // the PTX ISA's examples: lane 5 is group 1, thread 1
+  CHECK(tl::a_row(5, 0) == 1);
+  CHECK(tl::a_col(5, 2) == 5);
+  CHECK(tl::b_row(5, 1) == 5);
+  CHECK(tl::c_row(5, 3) == 9);
+  CHECK(tl::c_col(5, 3) == 3);
+}
+
+TEST_CASE("a gemm plan gives every tile of the product to exactly one warp") {
+  auto check = [](auto plan, int warps) {
+    using P = decltype(plan);
+    std::vector<int> hits(static_cast<std::size_t>(P::m * P::n), 0);
+    for (int w = 0; w < P::active; ++w)
+      for (int j = 0; j < P::nt; ++j)
+        for (int r = 0; r < 16; ++r)
+          for (int c = 0; c < 8; ++c) ++hits[static_cast<std::size_t>((P::row0(w) + r) + (P::col0(w) + 8 * j + c) * P::m)];
+    CHECK(P::active <= warps);
+    CHECK(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }));
+  };
+  check(tl::gemm_plan<128, 64, 128, 8>{}, 8);
+  check(tl::gemm_plan<16, 64, 128, 8>{}, 8);
+  check(tl::gemm_plan<16, 16, 128, 4>{}, 4);
+  check(tl::gemm_plan<48, 128, 48, 4>{}, 4);
+  check(tl::gemm_plan<64, 128, 64, 4>{}, 4);
+  check(tl::gemm_plan<32, 64, 128, 4>{}, 4);
+  static_assert(tl::gemm_plan<128, 128, 64, 8>::nt == 16);
+  static_assert(tl::gemm_plan<16, 128, 64, 8>::active == 8);
+}
+
+TEST_CASE("the block GEMM, emulated warp by warp, equals Eigen's product (FP32 exactly, TF32 to its precision)") {
+  nitro::rng g(5);
+  constexpr int M = 64, N = 32, K = 48;
+  auto a = random_vector(M * K, g), b = random_vector(K * N, g);
+  Eigen::Map<Eigen::MatrixXf> A(a.data(), M, K), B(b.data(), K, N);
+  Eigen::MatrixXf want = A * B;
+  using P = tl::gemm_plan<M, N, K, 4>;
+  tl::emulated_block blk(4);
+  std::vector<float> got(M * N);
+  auto run = [&](auto math) {
+    auto acc = blk.regs<P::nt * 4>();
+    tl::block_gemm<decltype(math)::value, P>(blk, acc, tl::col_major{a.data(), M}, tl::col_major{b.data(), K}, false);
+    tl::block_epilogue<P>(blk, acc, [&](int r, int c, float v) { got[static_cast<std::size_t>(r + c * M)] = v; });
+    return max_rel_error(got.data(), want.data(), got.size());
+  };
+  CHECK(run(std::integral_constant<tl::math, tl::math::fp32>{}) < 1e-5);
+  const double tf32 = run(std::integral_constant<tl::math, tl::math::tf32>{});
+  CHECK(tf32 < 3e-2);  // 10-bit mantissas: ~5e-4 per product, judged against a floor of 1% of the largest entry
+  CHECK(tf32 > 1e-6);  // TF32 really rounds: the result is not the FP32 one
+  // TF32 with operands already representable in TF32 is FP32-exact up to summation order
+  for (auto& x : a) x = cu::round_tf32(x);
+  for (auto& x : b) x = cu::round_tf32(x);
+  want = A * B;
+  CHECK(run(std::integral_constant<tl::math, tl::math::tf32>{}) < 1e-5);
+  // a row-major B view: B(k, n) at p[n + k * ld]
+  std::vector<float> bt(K * N);
+  for (int k = 0; k < K; ++k)
+    for (int n = 0; n < N; ++n) bt[static_cast<std::size_t>(n + k * N)] = b[static_cast<std::size_t>(k + n * K)];
+  auto acc = blk.regs<P::nt * 4>();
+  tl::block_gemm<tl::math::fp32, P>(blk, acc, tl::col_major{a.data(), M}, tl::row_major{bt.data(), N}, false);
+  tl::block_epilogue<P>(blk, acc, [&](int r, int c, float v) { got[static_cast<std::size_t>(r + c * M)] = v; });
+  CHECK(max_rel_error(got.data(), want.data(), got.size()) < 1e-5);
+}
+
+// ---- the fully fused MLP against nitro's dense layers and tape --------------------------------------
+
+namespace {
+
+// What the Eigen backend computes for a model, and what the fused MLP's tile programs compute for
+// the same parameters and data: outputs, parameter gradients, input gradient.
+struct mlp_comparison {
+  double y = 0, dparams = 0, dx = 0;        // max relative error
+  double y_n = 0, dparams_n = 0, dx_n = 0;  // relative error of the whole array
+};
+
+template <class Cfg, class Model>
+mlp_comparison compare_fused_mlp(Model const& model, std::int64_t B, std::uint64_t seed) {
+  using Store = nitro::param_store<typename Model::param_spec>;
+  constexpr std::int64_t In = Cfg::in, Out = Cfg::out;
+  nitro::rng g(seed);
+  Store store(true);
+  {
+    auto ps = store.view();
+    nitro::nn::layer_state<Model> st;
+    model.init(ps, st, g);
+  }
+  auto x = random_vector(static_cast<std::size_t>(In * B), g);
+  auto r = random_vector(static_cast<std::size_t>(Out * B), g);  // loss = sum(y .* r), so dy = r
+
+  // the Eigen backend
+  std::vector<float> y_ref(static_cast<std::size_t>(Out * B)), dx_ref(static_cast<std::size_t>(In * B), 0.0f);
+  {
+    nitro::arena mem;
+    nitro::tape tp(mem);
+    nitro::step_context ctx{&mem, &tp, true, 1, 0};
+    nitro::context_scope scope(ctx);
+    store.zero_grads();
+    auto ps = store.view(tp);
+    nitro::nn::layer_state<Model> st;
+    Tensor xt(x.data(), shape{In, B}, tp.leaf(dx_ref.data(), dx_ref.size() * sizeof(float)));
+    Tensor rt(r.data(), shape{Out, B});
+    Tensor y = model(xt, ps, st).first;
+    Tensor loss = nitro::sum(y * rt);
+    tp.backward<float>(loss.var(), 1.0f);
+    std::copy(y.data(), y.data() + y.numel(), y_ref.begin());
+  }
+  std::vector<float> grads_ref(store.grads(), store.grads() + Store::size);
+
+  // the fused MLP's tile programs, every tile of the batch in turn
+  cu::mlp_args a;
+  std::vector<std::vector<float>> saved(Cfg::layers);
+  std::vector<float> y(static_cast<std::size_t>(Out * B)), z_out(static_cast<std::size_t>(Out * B)), dx(static_cast<std::size_t>(In * B));
+  std::vector<float> grads(static_cast<std::size_t>(Store::size), 0.0f);
+  a.x = x.data();
+  a.y = y.data();
+  a.z_out = z_out.data();
+  a.dy = r.data();
+  a.dx = dx.data();
+  a.batch = B;
+  for (int l = 0; l < Cfg::layers; ++l) {
+    const std::string name = "layer_" + std::to_string(l + 1);
+    const auto wo = offset_of<Store>(name + ".weight"), bo = offset_of<Store>(name + ".bias");
+    a.w[l] = store.values() + wo;
+    a.dw[l] = grads.data() + wo;
+    a.b[l] = bo >= 0 ? store.values() + bo : nullptr;
+    a.db[l] = bo >= 0 ? grads.data() + bo : nullptr;
+    if (l < Cfg::layers - 1) {
+      saved[static_cast<std::size_t>(l)].assign(static_cast<std::size_t>(Cfg::width * B), 0.0f);
+      a.saved[l] = saved[static_cast<std::size_t>(l)].data();
+    }
+  }
+  cu::emulate_mlp_forward<Cfg>(a, true);
+  cu::emulate_mlp_backward<Cfg>(a);
+
+  mlp_comparison c;
+  c.y = max_rel_error(y.data(), y_ref.data(), y.size());
+  c.dparams = max_rel_error(grads.data(), grads_ref.data(), grads.size());
+  c.dx = max_rel_error(dx.data(), dx_ref.data(), dx.size());
+  c.y_n = norm_rel_error(y.data(), y_ref.data(), y.size());
+  c.dparams_n = norm_rel_error(grads.data(), grads_ref.data(), grads.size());
+  c.dx_n = norm_rel_error(dx.data(), dx_ref.data(), dx.size());
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("fused MLP, FP32: the fashion_mlp network (784 -> 128 -> 128 -> 10, relu) equals the Eigen backend") {
+  auto model = nitro::nn::chain(nitro::nn::dense<784, 128>(nitro::nn::relu), nitro::nn::dense<128, 128>(nitro::nn::relu),
+                                nitro::nn::dense<128, 10>());
+  using Cfg = cu::fused_mlp_config_t<decltype(model), tl::math::fp32>;
+  static_assert(Cfg::in == 784 && Cfg::width == 128 && Cfg::out == 10 && Cfg::hidden == 1);
+  const auto c = compare_fused_mlp<Cfg>(model, 100, 7);  // 100 samples: one partial tile
+  INFO("y " << c.y << "  dparams " << c.dparams << "  dx " << c.dx);
+  CHECK(c.y < 1e-4);
+  CHECK(c.dparams < 1e-4);
+  CHECK(c.dx < 1e-4);
+}
+
+TEST_CASE("fused MLP, TF32: the same network within TF32's precision") {
+  auto model = nitro::nn::chain(nitro::nn::dense<784, 128>(nitro::nn::relu), nitro::nn::dense<128, 128>(nitro::nn::relu),
+                                nitro::nn::dense<128, 10>());
+  using Cfg = cu::fused_mlp_config_t<decltype(model), tl::math::tf32>;
+  const auto c = compare_fused_mlp<Cfg>(model, 70, 8);
+  INFO("y " << c.y << "  dparams " << c.dparams_n << "  dx " << c.dx_n << " (relative error of the arrays)");
+  CHECK(c.y < 5e-2);
+  CHECK(c.dparams_n < 3e-2);  // element-wise, a relu that TF32 flips changes an entry completely
+  CHECK(c.dx_n < 3e-2);
+  // with a smooth activation every entry stays within TF32's precision
+  auto smooth = nitro::nn::chain(nitro::nn::dense<784, 128>(nitro::nn::tanh), nitro::nn::dense<128, 128>(nitro::nn::tanh),
+                                 nitro::nn::dense<128, 10>());
+  const auto s = compare_fused_mlp<cu::fused_mlp_config_t<decltype(smooth), tl::math::tf32>>(smooth, 70, 8);
+  INFO("tanh: y " << s.y << "  dparams " << s.dparams << "  dx " << s.dx);
+  CHECK(s.y < 5e-2);
+  CHECK(s.dparams < 5e-2);
+  CHECK(s.dx < 5e-2);
+}
+
+TEST_CASE("fused MLP: every activation, several widths and depths, tails of partial tiles") {
+  SUBCASE("width 32, three hidden tanh layers, sigmoid output, 200 samples (two tiles, the second partial)") {
+    auto model = nitro::nn::chain(nitro::nn::dense<40, 32>(nitro::nn::tanh), nitro::nn::dense<32, 32>(nitro::nn::tanh),
+                                  nitro::nn::dense<32, 32>(nitro::nn::tanh), nitro::nn::dense<32, 32>(nitro::nn::tanh),
+                                  nitro::nn::dense<32, 5>(nitro::nn::sigmoid));
+    const auto c = compare_fused_mlp<cu::fused_mlp_config_t<decltype(model), tl::math::fp32>>(model, 200, 9);
+    INFO("y " << c.y << "  dparams " << c.dparams << "  dx " << c.dx);
+    CHECK(c.y < 1e-4);
+    CHECK(c.dparams < 1e-4);
+    CHECK(c.dx < 1e-4);
+  }
+  SUBCASE("width 16, gelu hidden and gelu output (pre-activations saved), 33 samples") {
+    auto model = nitro::nn::chain(nitro::nn::dense<16, 16>(nitro::nn::gelu), nitro::nn::dense<16, 16>(nitro::nn::gelu),
+                                  nitro::nn::dense<16, 16>(nitro::nn::gelu));
+    const auto c = compare_fused_mlp<cu::fused_mlp_config_t<decltype(model), tl::math::fp32>>(model, 33, 10);
+    INFO("y " << c.y << "  dparams " << c.dparams << "  dx " << c.dx);
+    CHECK(c.y < 1e-4);
+    CHECK(c.dparams < 1e-4);
+    CHECK(c.dx < 1e-4);
+  }
+  SUBCASE("width 48 without biases, no hidden layer, 130 samples, TF32") {
+    auto model = nitro::nn::chain(nitro::nn::dense<20, 48, false>(nitro::nn::relu), nitro::nn::dense<48, 24, false>());
+    using Cfg = cu::fused_mlp_config_t<decltype(model), tl::math::tf32>;
+    static_assert(Cfg::hidden == 0 && Cfg::out_p == 32);
+    const auto c = compare_fused_mlp<Cfg>(model, 130, 11);
+    INFO("y " << c.y << "  dparams " << c.dparams_n << "  dx " << c.dx_n);
+    CHECK(c.y < 5e-2);
+    CHECK(c.dparams_n < 1e-2);
+    CHECK(c.dx_n < 3e-2);
+  }
+  SUBCASE("width 64, relu, 128 samples exactly (one full tile)") {
+    auto model = nitro::nn::chain(nitro::nn::dense<64, 64>(nitro::nn::relu), nitro::nn::dense<64, 64>(nitro::nn::relu),
+                                  nitro::nn::dense<64, 10>());
+    const auto c = compare_fused_mlp<cu::fused_mlp_config_t<decltype(model), tl::math::fp32>>(model, 128, 12);
+    INFO("y " << c.y << "  dparams " << c.dparams << "  dx " << c.dx);
+    CHECK(c.y < 1e-4);
+    CHECK(c.dparams < 1e-4);
+    CHECK(c.dx < 1e-4);
+  }
+}
