@@ -6,7 +6,9 @@
 #include <nitro/nitro.hpp>
 #include <nitro/tensor/cuda/mlp_tile.hpp>
 #include <nitro/tensor/cuda/mlp_traits.hpp>
+#include <nitro/tensor/cuda/optimizer_math.hpp>
 #include <nitro/tensor/cuda/pointwise.hpp>
+#include <nitro/tensor/cuda/scalars.hpp>
 #include <nitro/tensor/cuda/tile.hpp>
 
 #include <doctest/doctest.h>
@@ -313,4 +315,252 @@ TEST_CASE("fused MLP: every activation, several widths and depths, tails of part
     CHECK(c.dparams < 1e-4);
     CHECK(c.dx < 1e-4);
   }
+}
+
+// ---- the fused loss of one sample ------------------------------------------------------------------
+
+TEST_CASE("softmax_xent: loss, gradient and correct count equal logitcrossentropy and correct_count, with smoothing") {
+  nitro::rng g(21);
+  constexpr int C = 10, B = 37;
+  auto x = random_vector(C * B, g, -4, 4);
+  std::vector<float> onehot(C * B, 0.0f), index(B), soft(C * B);
+  for (int s = 0; s < B; ++s) {
+    const int k = static_cast<int>(g.below(C));
+    index[static_cast<std::size_t>(s)] = static_cast<float>(k);
+    onehot[static_cast<std::size_t>(k + s * C)] = 1.0f;
+    float sum = 0;
+    for (int i = 0; i < C; ++i) sum += soft[static_cast<std::size_t>(i + s * C)] = static_cast<float>(g.uniform());
+    for (int i = 0; i < C; ++i) soft[static_cast<std::size_t>(i + s * C)] /= sum;
+  }
+  for (float smoothing : {0.0f, 0.05f, 0.3f}) {
+    for (int kind = 0; kind < 3; ++kind) {
+      std::vector<float> const& target = kind == 0 ? onehot : kind == 1 ? index : soft;
+      const shape ts = kind == 1 ? shape{1, B} : shape{C, B};
+      // the Eigen backend
+      nitro::arena mem;
+      nitro::tape tp(mem);
+      nitro::step_context ctx{&mem, &tp, true, 1, 0};
+      nitro::context_scope scope(ctx);
+      std::vector<float> gref(C * B, 0.0f);
+      Tensor xt(x.data(), shape{C, B}, tp.leaf(gref.data(), gref.size() * sizeof(float)));
+      Tensor tt(const_cast<float*>(target.data()), ts);
+      Tensor loss = nitro::nn::logitcrossentropy(xt, tt, smoothing);
+      tp.backward<float>(loss.var(), 1.0f);
+      const float correct_ref = nitro::nn::correct_count(xt, tt);
+      // the device's per-sample function
+      std::vector<float> grad(C * B);
+      double total = 0, correct = 0;
+      for (int s = 0; s < B; ++s) {
+        float const* tc = kind == 1 ? nullptr : target.data() + s * C;
+        const int k = kind == 1 ? static_cast<int>(target[static_cast<std::size_t>(s)]) : -1;
+        auto r = cu::softmax_xent(x.data() + s * C, C, tc, k, smoothing, 1.0f / B, grad.data() + s * C);
+        total += r.loss;
+        correct += r.correct ? 1 : 0;
+      }
+      INFO("smoothing " << smoothing << ", target kind " << kind);
+      CHECK(total / B == doctest::Approx(loss.item()).epsilon(1e-5));
+      CHECK(max_rel_error(grad.data(), gref.data(), grad.size()) < 1e-4);
+      CHECK(correct == correct_ref);
+    }
+  }
+}
+
+TEST_CASE("the activations' forward and backward equal the Eigen backend's") {
+  nitro::rng g(22);
+  auto z = random_vector(200, g, -3, 3);
+  auto dy = random_vector(200, g);
+  auto check = [&](auto layer_act, auto kind) {
+    using A = cu::act_math<decltype(kind)::value>;
+    nitro::arena mem;
+    nitro::tape tp(mem);
+    nitro::step_context ctx{&mem, &tp, true, 1, 0};
+    nitro::context_scope scope(ctx);
+    std::vector<float> gref(200, 0.0f);
+    Tensor zt(z.data(), shape{200}, tp.leaf(gref.data(), gref.size() * sizeof(float)));
+    Tensor y = decltype(layer_act)::apply(zt);
+    Tensor loss = nitro::sum(y * Tensor(dy.data(), shape{200}));
+    tp.backward<float>(loss.var(), 1.0f);
+    std::vector<float> yv(200), gv(200);
+    for (int i = 0; i < 200; ++i) {
+      yv[static_cast<std::size_t>(i)] = A::forward(z[static_cast<std::size_t>(i)]);
+      gv[static_cast<std::size_t>(i)] = A::backward(dy[static_cast<std::size_t>(i)], A::needs_pre ? z[static_cast<std::size_t>(i)] : yv[static_cast<std::size_t>(i)]);
+    }
+    INFO(std::string(cu::to_string(decltype(kind)::value)));
+    CHECK(max_rel_error(yv.data(), y.data(), 200) < 5e-5);  // Eigen vectorises tanh and the logistic with its own approximations
+    CHECK(max_rel_error(gv.data(), gref.data(), 200) < 5e-5);
+  };
+  using K = cu::activation_kind;
+  check(nitro::nn::relu, std::integral_constant<K, K::relu>{});
+  check(nitro::nn::tanh, std::integral_constant<K, K::tanh>{});
+  check(nitro::nn::sigmoid, std::integral_constant<K, K::sigmoid>{});
+  check(nitro::nn::gelu, std::integral_constant<K, K::gelu>{});
+  check(nitro::nn::identity, std::integral_constant<K, K::identity>{});
+}
+
+// ---- the optimizer's update of one element -----------------------------------------------------------
+
+TEST_CASE("AdamW, element by element, follows torch.optim.AdamW (computed in double) for many steps") {
+  nitro::rng g(31);
+  constexpr int n = 257;
+  auto p0 = random_vector(n, g);
+  std::vector<double> p_ref(p0.begin(), p0.end()), m_ref(n, 0.0), v_ref(n, 0.0);
+  std::vector<float> p = p0, m(n, 0.0f), v(n, 0.0f);
+  const double eta = 2e-3, b1 = 0.9, b2 = 0.99, eps = 1e-8, lambda = 0.05;
+  cu::rule_values rv;
+  rv.eta = float(eta);
+  rv.beta1 = float(b1);
+  rv.beta2 = float(b2);
+  rv.eps = float(eps);
+  rv.lambda = float(lambda);
+  for (int t = 1; t <= 50; ++t) {
+    auto grad = random_vector(n, g);
+    const auto c = cu::adam_corrections_at(rv.beta1, rv.beta2, t);
+    for (int i = 0; i < n; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      // torch: p *= 1 - lr*wd; m, v updated; p -= lr * (m / (1 - b1^t)) / (sqrt(v) / sqrt(1 - b2^t) + eps)
+      p_ref[k] *= 1 - eta * lambda;
+      m_ref[k] = b1 * m_ref[k] + (1 - b1) * grad[k];
+      v_ref[k] = b2 * v_ref[k] + (1 - b2) * double(grad[k]) * grad[k];
+      p_ref[k] -= eta * (m_ref[k] / (1 - std::pow(b1, t))) / (std::sqrt(v_ref[k]) / std::sqrt(1 - std::pow(b2, t)) + eps);
+      cu::update_element<cu::rule_kind::adamw>(p[k], grad[k], m[k], v[k], 0.0f, true, rv, c);
+    }
+  }
+  std::vector<float> pr(p_ref.begin(), p_ref.end());
+  CHECK(max_rel_error(p.data(), pr.data(), n) < 1e-5);
+}
+
+TEST_CASE("SGD (momentum, Nesterov) and Lion follow their formulas; decay pulls toward the anchor; masks select") {
+  cu::rule_values h;
+  h.eta = 0.1f;
+  h.lambda = 0.5f;
+  h.momentum = 0.9f;
+  cu::adam_corrections c{};
+  c.first = true;  // PyTorch's first step: the buffer is the gradient itself
+  float p = 1.0f, m = 0.0f, v = 0.0f;
+  cu::update_element<cu::rule_kind::sgd>(p, 2.0f, m, v, 0.0f, false, h, c);
+  c.first = false;
+  CHECK(m == doctest::Approx(2.0));
+  CHECK(p == doctest::Approx(1.0 - 0.1 * 2.0));
+  cu::update_element<cu::rule_kind::sgd>(p, 1.0f, m, v, 0.0f, false, h, c);
+  CHECK(m == doctest::Approx(0.9 * 2.0 + 1.0));
+  CHECK(p == doctest::Approx(0.8 - 0.1 * 2.8));
+  h.dampening = 0.5f;
+  cu::update_element<cu::rule_kind::sgd>(p, 1.0f, m, v, 0.0f, false, h, c);
+  CHECK(m == doctest::Approx(0.9 * 2.8 + 0.5));
+  h.dampening = 0.0f;
+  h.nesterov = true;
+  p = 1.0f; m = 0.0f;
+  cu::update_element<cu::rule_kind::sgd>(p, 2.0f, m, v, 0.0f, false, h, c);
+  CHECK(p == doctest::Approx(1.0 - 0.1 * (2.0 + 0.9 * 2.0)));
+  // decoupled decay toward an anchor of 3: p moves by eta lambda (p - 3), gradients aside
+  h.momentum = 0.0f;
+  p = 1.0f;
+  cu::update_element<cu::rule_kind::sgd>(p, 0.0f, m, v, 3.0f, true, h, c);
+  CHECK(p == doctest::Approx(1.0 - 0.1 * 0.5 * (1.0 - 3.0)));
+  // lion: the sign of the interpolation, then the momentum update
+  cu::rule_values l;
+  l.eta = 0.01f;
+  l.beta1 = 0.9f;
+  l.beta2 = 0.99f;
+  p = 0.5f; m = 1.0f;
+  cu::update_element<cu::rule_kind::lion>(p, -20.0f, m, v, 0.0f, false, l, c);  // 0.9 - 2 < 0: sign -1
+  CHECK(p == doctest::Approx(0.51));
+  CHECK(m == doctest::Approx(0.99 - 0.2));
+  // masks: bit i of a word array; a null mask answers the default
+  const std::uint32_t bits[2] = {0x5u, 0x80000000u};
+  CHECK(cu::mask_bit(bits, 0, false));
+  CHECK_FALSE(cu::mask_bit(bits, 1, true));
+  CHECK(cu::mask_bit(bits, 2, false));
+  CHECK(cu::mask_bit(bits, 63, false));
+  CHECK(cu::mask_bit(nullptr, 7, true));
+}
+
+TEST_CASE("SAM and ASAM perturbations and global-norm clipping") {
+  // SAM: e = rho g / ||g||
+  const float g[3] = {3.0f, 4.0f, 12.0f};
+  const float p[3] = {1.0f, -2.0f, 0.5f};
+  double norm2 = 0;
+  for (int i = 0; i < 2; ++i) norm2 += cu::sam_norm_term(p[i], g[i], true, false, 0.0f);
+  norm2 += cu::sam_norm_term(p[2], g[2], false, false, 0.0f);  // no_perturb: not counted
+  CHECK(norm2 == doctest::Approx(25.0));
+  const float k = 0.05f / (5.0f + 1e-12f);
+  CHECK(cu::sam_perturbation(p[0], g[0], true, false, 0.0f, k) == doctest::Approx(0.05 * 3.0 / 5.0));
+  CHECK(cu::sam_perturbation(p[2], g[2], false, false, 0.0f, k) == 0.0f);
+  // ASAM: T = |w| + eta; e = rho T^2 g / ||T g||
+  const float eta = 0.01f;
+  const double t0 = 1.01, t1 = 2.01;
+  const double n = std::sqrt(t0 * t0 * 9 + t1 * t1 * 16);
+  double n2 = cu::sam_norm_term(p[0], g[0], true, true, eta) + cu::sam_norm_term(p[1], g[1], true, true, eta);
+  CHECK(std::sqrt(n2) == doctest::Approx(n));
+  CHECK(cu::sam_perturbation(p[1], g[1], true, true, eta, static_cast<float>(0.05 / n)) == doctest::Approx(0.05 * t1 * t1 * 4 / n));
+  // clipping
+  CHECK(cu::clip_scale(10.0f, 1.0f) == doctest::Approx(0.1).epsilon(1e-5));
+  CHECK(cu::clip_scale(0.5f, 1.0f) == 1.0f);
+  CHECK(cu::clip_scale(10.0f, 0.0f) == 1.0f);
+}
+
+// ---- device scalars ------------------------------------------------------------------------------------
+
+namespace {
+struct ScalarsExp {
+  nitro::GraphConst<int, 32> width;
+  nitro::Device<float> smoothing{0.05f};
+  float lr = 1e-3f;
+  nitro::Device<double> lambda{0.25};
+  nitro::Device<int> warmup{7};
+};
+NITRO_EXPERIMENT(ScalarsExp, width, smoothing, lr, lambda, warmup);
+}  // namespace
+
+TEST_CASE("device scalars: slots in declaration order of the Device fields, read through a reference") {
+  static_assert(cu::device_field_count<ScalarsExp>() == 3);
+  static_assert(cu::device_slot<ScalarsExp>("smoothing") == 0);
+  static_assert(cu::device_slot<ScalarsExp>("warmup") == 2);
+  static_assert(cu::device_slot<ScalarsExp>("lr") == -1);
+  ScalarsExp e;
+  cu::scalar_block block;
+  block.bind(e);
+  const auto s = cu::device_scalar<ScalarsExp>("smoothing");
+  const auto l = cu::device_scalar<ScalarsExp>("lambda");
+  const auto w = cu::device_scalar<ScalarsExp>("warmup");
+  CHECK(s.read(block.data()) == doctest::Approx(0.05));
+  CHECK(l.read(block.data()) == 0.25);
+  CHECK(w.read(block.data()) == 7.0);
+  e.smoothing = 0.2f;  // a write to the field is a write to its slot: the next read sees it
+  CHECK(s.read(block.data()) == doctest::Approx(0.2));
+  const auto eta = block.add(1e-3f);
+  CHECK(eta.slot == 3);
+  block.set(eta, 5e-4);
+  CHECK(eta.read(block.data()) == doctest::Approx(5e-4));
+  CHECK(block.bytes() == 4 * 8);
+  CHECK(cu::scalar_ref::constant(0.5).read(block.data()) == 0.5);
+  CHECK_THROWS_WITH_AS(cu::device_scalar<ScalarsExp>("lr"), doctest::Contains("E-CUDA-010"), nitro::error);
+  CHECK_THROWS_WITH_AS(cu::device_scalar<ScalarsExp>("nope"), doctest::Contains("E-CUDA-010"), nitro::error);
+}
+
+// ---- which models fuse ---------------------------------------------------------------------------------
+
+TEST_CASE("dense_chain: the fused kernel takes dense chains of one width in [16, 128]; the rest runs through cuBLASLt") {
+  using namespace nitro::nn;
+  using Fashion = decltype(chain(dense<784, 128>(relu), dense<128, 128>(relu), dense<128, 10>()));
+  static_assert(cu::dense_chain<Fashion>::is_dense && cu::dense_chain<Fashion>::fusable);
+  static_assert(cu::dense_chain<Fashion>::layers == 3);
+  static_assert(cu::dense_chain<Fashion>::info[2].out == 10);
+  using Wide = decltype(chain(dense<784, 256>(relu), dense<256, 10>()));
+  static_assert(cu::dense_chain<Wide>::is_dense && !cu::dense_chain<Wide>::fusable);
+  static_assert(std::is_same_v<cu::dense_chain<Wide>::reason, cu::width_outside_16_to_128<256>>);
+  using Odd = decltype(chain(dense<10, 24>(relu), dense<24, 10>()));
+  static_assert(std::is_same_v<cu::dense_chain<Odd>::reason, cu::width_not_a_multiple_of_16<24>>);
+  using Mixed = decltype(chain(dense<10, 32>(relu), dense<32, 64>(relu), dense<64, 10>()));
+  static_assert(std::is_same_v<cu::dense_chain<Mixed>::reason, cu::hidden_widths_differ<32, 64>>);
+  using Acts = decltype(chain(dense<10, 32>(relu), dense<32, 32>(nitro::nn::tanh), dense<32, 10>()));
+  static_assert(std::is_same_v<cu::dense_chain<Acts>::reason, cu::hidden_activations_differ<relu_t, tanh_t>>);
+  using Conv = decltype(chain(flatten, dense<784, 32>(relu), dense<32, 10>()));
+  static_assert(!cu::dense_chain<Conv>::is_dense);
+  using Single = decltype(dense<784, 10>());
+  static_assert(cu::dense_chain<Single>::is_dense && !cu::dense_chain<Single>::fusable);
+  using Cfg = cu::fused_mlp_config_t<Fashion, tl::math::tf32>;
+  static_assert(Cfg::warps == 8 && Cfg::bt == 64 && Cfg::backward_smem_bytes <= 227 * 1024);
+  static_assert(Cfg::macs_per_sample == 784 * 128 + 128 * 128 + 128 * 10);
+  CHECK(std::string(cu::to_string(Cfg::act_hidden)) == "relu");
 }
