@@ -380,6 +380,7 @@ TEST_CASE("atomic_file: a writer killed with SIGKILL at random moments leaves th
   }
   CHECK(kills == 8);
   CHECK(newest > 0);  // the writers did replace the file
+  fs::remove_all(dir);
 }
 
 // ============================================================================== stores, info ==

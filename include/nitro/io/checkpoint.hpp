@@ -45,7 +45,9 @@
 #include <optional>     // latest
 #include <set>          // retention
 #include <string>       // names
+#include <type_traits>  // tensor scalars
 #include <utility>      // move
+#include <variant>      // named tensors
 #include <vector>       // entries
 
 namespace nitro {
@@ -58,6 +60,7 @@ struct checkpoint_info {
   std::int64_t epoch = 0;           // the epoch in progress (0-based), or the next one when batch_in_epoch = 0
   std::int64_t batch_in_epoch = 0;  // batches of `epoch` already trained: the loader's start_epoch(epoch, this)
   std::uint64_t seed = 0;           // the run's seed: with the position, every random stream
+  std::int64_t batch_size = 0;      // the loader's batch size (the position counts its batches); 0: not recorded
   std::map<std::string, double> metrics;                     // the latest evaluation ("valid.loss", ...)
   nlohmann::json selection = nlohmann::json::object();        // experiment, variant, --set values
   nlohmann::json groups = nlohmann::json::object();           // parameter-group layout
@@ -100,6 +103,7 @@ inline void write_checkpoint_metadata(safetensors_writer& w, checkpoint_info con
   w.metadata("epoch", std::to_string(info.epoch));
   w.metadata("batch_in_epoch", std::to_string(info.batch_in_epoch));
   w.metadata("seed", std::to_string(info.seed));
+  w.metadata("batch_size", std::to_string(info.batch_size));
   w.metadata("seq", std::to_string(info.seq));
   w.metadata("metrics", detail::metrics_json(info.metrics));
   w.metadata("selection", info.selection.dump());
@@ -128,6 +132,7 @@ inline checkpoint_info read_checkpoint_info(safetensors_file const& f) {
   info.epoch = detail::parse_integer<std::int64_t>(need("epoch"), "epoch", f.source());
   info.batch_in_epoch = detail::parse_integer<std::int64_t>(need("batch_in_epoch"), "batch_in_epoch", f.source());
   info.seed = detail::parse_integer<std::uint64_t>(need("seed"), "seed", f.source());
+  info.batch_size = detail::parse_integer<std::int64_t>(need("batch_size"), "batch_size", f.source());
   info.seq = detail::parse_integer<std::int64_t>(need("seq"), "seq", f.source());
   try {
     info.metrics = detail::metrics_from(nlohmann::json::parse(need("metrics")));
@@ -176,6 +181,75 @@ void load_store(safetensors_file const& f, std::string const& prefix, Store& s) 
   }
   std::size_t i = 0;
   for (auto const& li : Store::leaves) f.copy_to(*found[i++], s.values() + li.offset, li.numel);
+}
+
+// ---- named tensors in and out (an optimizer's state_tensors()) -------------------------------------
+// Entries: a range of {name, value} where value is a nitro tensor or a std::variant of tensors
+// viewing the owner's memory (optim::program::state_tensors() gives optim.step, optim.<group>.<state>, ...).
+namespace detail {
+template <class V, class F>
+void visit_tensor(V&& v, F&& f) {
+  if constexpr (requires { v.index(); std::visit(f, v); }) std::visit(f, v);
+  else f(v);
+}
+}  // namespace detail
+
+template <class Entries>
+void add_named(safetensors_writer& w, Entries const& entries) {
+  for (auto const& e : entries) detail::visit_tensor(e.value, [&](auto const& t) { w.add(e.name, t); });
+}
+
+// The entries of `like` (same names, element types and sizes) with values from the file, in owned
+// memory. Each must be present with exactly its element type (optimizer state is never converted)
+// and size; a tensor under `prefix` that `like` lacks is an error too. Checked before anything is
+// returned; hand the result to the owner's load (program.load_state(...)).
+template <class Entry>
+std::vector<Entry> read_named(safetensors_file const& f, std::vector<Entry> const& like, std::string const& prefix) {
+  std::vector<Entry> out;
+  out.reserve(like.size());
+  for (auto const& m : like) {
+    auto const& e = f.at(m.name);
+    Entry copy = m;
+    detail::visit_tensor(copy.value, [&](auto& t) {
+      using T = typename std::remove_cvref_t<decltype(t)>::scalar;
+      if (e.dtype != dtype_of<T>::value)
+        throw error("E-CKPT-013", "tensor '" + m.name + "' of '" + f.source() + "' is " + std::string(to_string(e.dtype)) + " but the state it restores is " +
+                                      std::string(to_string(dtype_of<T>::value)),
+                    "resume from a checkpoint written by this program (optimizer state is restored exactly, never converted)");
+      if (e.numel() != t.numel())
+        throw error("E-CKPT-012", "tensor '" + m.name + "' of '" + f.source() + "' holds " + std::to_string(e.numel()) + " values; the state it restores holds " +
+                                      std::to_string(t.numel()),
+                    "resume with the same model, groups and rules as the run that wrote it");
+      auto owned = std::remove_cvref_t<decltype(t)>::owned(t.shape());
+      f.copy_to(e, owned.data(), owned.numel());
+      t = owned;
+    });
+    out.push_back(std::move(copy));
+  }
+  for (auto const& e : f.entries()) {
+    if (e.name.rfind(prefix, 0) != 0) continue;
+    if (std::none_of(like.begin(), like.end(), [&](auto const& m) { return m.name == e.name; }))
+      throw error("E-CKPT-014", "'" + f.source() + "' has tensor '" + e.name + "', which this run's state does not have",
+                  "resume with the same model, groups and rules as the run that wrote it");
+  }
+  return out;
+}
+
+// Where a resumed run starts, after checking that the checkpoint can continue it exactly: the same
+// seed (every random stream derives from it) and the same batch size (the position counts batches).
+struct resume_point {
+  std::int64_t step = 0, epoch = 0, batch_in_epoch = 0;
+};
+inline resume_point resume_point_of(checkpoint_info const& info, std::uint64_t seed, std::int64_t batch_size, std::string const& source) {
+  if (info.seed != seed)
+    throw error("E-CKPT-030", "'" + source + "' was written by a run with seed " + std::to_string(info.seed) + ", and this one has seed " + std::to_string(seed) +
+                                  ": resuming would not continue that run",
+                "pass nitro::seed = " + std::to_string(info.seed) + " (or leave seed to the checkpoint), or load only its weights: nitro::weights = ...");
+  if (info.batch_size != 0 && info.batch_size != batch_size)
+    throw error("E-CKPT-030", "'" + source + "' was written with batch_size " + std::to_string(info.batch_size) + ", and this run has " + std::to_string(batch_size) +
+                                  ": its position (epoch " + std::to_string(info.epoch) + ", batch " + std::to_string(info.batch_in_epoch) + ") means other samples here",
+                "resume with batch_size = " + std::to_string(info.batch_size) + ", or load only its weights: nitro::weights = ...");
+  return {info.step, info.epoch, info.batch_in_epoch};
 }
 
 // ---- the policy ----------------------------------------------------------------------------------
