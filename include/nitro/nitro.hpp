@@ -31,6 +31,11 @@
 #include "nitro/io/fashion_mnist.hpp"
 #include "nitro/io/loader.hpp"
 
+#include "nitro/io/atomic_file.hpp"
+#include "nitro/io/checkpoint.hpp"
+#include "nitro/io/safetensors.hpp"
+#include "nitro/io/weights_ref.hpp"
+
 #include "nitro/train/keywords.hpp"
 #include "nitro/train/metrics.hpp"
 #include "nitro/train/nitro.hpp"
