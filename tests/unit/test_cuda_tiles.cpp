@@ -555,8 +555,9 @@ TEST_CASE("dense_chain: the fused kernel takes dense chains of one width in [16,
   static_assert(std::is_same_v<cu::dense_chain<Mixed>::reason, cu::hidden_widths_differ<32, 64>>);
   using Acts = decltype(chain(dense<10, 32>(relu), dense<32, 32>(nitro::nn::tanh), dense<32, 10>()));
   static_assert(std::is_same_v<cu::dense_chain<Acts>::reason, cu::hidden_activations_differ<relu_t, tanh_t>>);
-  using Conv = decltype(chain(flatten, dense<784, 32>(relu), dense<32, 10>()));
-  static_assert(!cu::dense_chain<Conv>::is_dense);
+  using Soft = decltype(chain(dense<784, 32>(relu), dense<32, 10>(), nitro::nn::softmax));
+  static_assert(!cu::dense_chain<Soft>::is_dense);
+  static_assert(std::is_same_v<cu::dense_chain<Soft>::reason, cu::not_a_dense_layer<softmax_t>>);
   using Single = decltype(dense<784, 10>());
   static_assert(cu::dense_chain<Single>::is_dense && !cu::dense_chain<Single>::fusable);
   using Cfg = cu::fused_mlp_config_t<Fashion, tl::math::tf32>;

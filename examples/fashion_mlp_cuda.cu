@@ -1,0 +1,310 @@
+// fashion_mlp_cuda — fashion_mlp on the GPU: the same experiment struct, its GraphConst width
+// compiled into the fused MLP kernels, its Device field read by the fused loss on the device.
+//
+//   ./fashion_mlp_cuda                       one epoch on GPU 0, the fused MLP (TF32 tensor cores)
+//   ./fashion_mlp_cuda --epochs 3 --path cublaslt
+//   ./fashion_mlp_cuda --cpu-reference       also trains the same run on the CPU backend (same
+//                                            initial weights, batches and optimizer) and compares
+//   options: --epochs N  --batch N  --seed N  --train-limit N  --data DIR
+//            --path fused | fused-fp32 | cublaslt   --cpu-reference
+//
+// What runs where: the loader gathers batches on the host; only the fields a hook declares (img,
+// label — never idx) move, through pinned buffers on the copy stream; forward, the loss with its
+// smoothing read from the device-scalar block, backward and one fused AdamW update per group run
+// on the compute stream; the loss and accuracy sums stay on the device until the epoch ends. This
+// is the step the handle runs on the CUDA backend (docs/cuda-integration.md); the example drives it
+// directly so that it builds today.
+#include <nitro/cuda.cuh>
+
+#include <nitro/core/markers.hpp>
+#include <nitro/core/reflect.hpp>
+#include <nitro/core/rng.hpp>
+#include <nitro/io/fashion_mnist.hpp>
+#include <nitro/io/loader.hpp>
+#include <nitro/nn/layers/chain.hpp>
+#include <nitro/nn/layers/dense.hpp>
+#include <nitro/nn/losses.hpp>
+#include <nitro/optim/param_store.hpp>
+#include <nitro/tensor/cuda/optimizer_math.hpp>
+#include <nitro/tensor/ops.hpp>
+
+#include <boost/hana/define_struct.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+struct FwdIn { BOOST_HANA_DEFINE_STRUCT(FwdIn, (nitro::Tensor, img)); };
+struct LossIn { BOOST_HANA_DEFINE_STRUCT(LossIn, (nitro::Tensor, label)); };
+
+// examples/fashion_mlp.cpp's experiment, at a width the fused kernel takes (16..128).
+template <int Width = 128>
+struct FashionMLP {
+  nitro::GraphConst<int, Width> width;       // compiled in: selects the fused kernel's instantiation
+  nitro::Device<float> smoothing{0.05f};     // read by the fused loss from the device-scalar block
+  float lr = 1e-3f;                          // host knob: the base learning rate
+  int max_epochs = 5;
+  std::int64_t batch_size = 128;
+
+  auto build_model() const {
+    constexpr int W = decltype(width)::value;
+    return nitro::nn::chain(nitro::nn::dense<784, W>(nitro::nn::relu), nitro::nn::dense<W, W>(nitro::nn::relu), nitro::nn::dense<W, 10>());
+  }
+  auto forward(auto const& model, auto const& ps, auto const& st, FwdIn const& in) const { return model(in.img, ps, st); }
+  auto loss(nitro::Tensor const& logits, LossIn const& in) const { return nitro::nn::logitcrossentropy(logits, in.label, smoothing); }
+};
+NITRO_EXPERIMENT(FashionMLP, width, smoothing, lr, max_epochs, batch_size);
+
+namespace {
+
+using Exp = FashionMLP<128>;
+using Model = decltype(Exp{}.build_model());
+using Store = nitro::param_store<Model::param_spec>;
+using Batch = nitro::data::image_batch;
+
+struct options {
+  int epochs = 1;
+  std::int64_t batch = 128;
+  std::uint64_t seed = 1;
+  std::int64_t train_limit = 0;
+  std::string data;  // empty: $NITRO_FASHION_MNIST_DIR, else /usr/share/datasets/fashion-mnist
+  std::string path = "fused";
+  bool cpu_reference = false;
+};
+
+struct result {
+  double train_loss = 0, valid_acc = 0, test_acc = 0, test_loss = 0, seconds = 0, samples_per_second = 0;
+};
+
+// The handle's initial weights: the model's init from the stream fold(seed, 1).
+void init_weights(Model const& model, Store& store, std::uint64_t seed) {
+  nitro::rng g(nitro::fold(seed, 1));
+  auto ps = store.view();
+  nitro::nn::layer_state<Model> st;
+  model.init(ps, st, g);
+}
+
+// The decay mask of the note's default no_decay: leaves of rank 2 and more decay.
+bool decays(std::int64_t i) {
+  for (auto const& li : Store::leaves)
+    if (i >= li.offset && i < li.offset + li.numel) return li.rank >= 2;
+  return false;
+}
+
+template <nitro::cuda::dense_path Path>
+result train_on_gpu(Exp& e, nitro::data::dataset<Batch> const& data, options const& o) {
+  using Program = nitro::cuda::dense_program<Model, Store, Path>;
+  nitro::cuda_backend be(0);
+  nitro::cuda::scalar_block block;  // the handle's block: Device fields first, then scheduled values
+  block.bind(e);
+  const nitro::cuda::scalar_ref smoothing = nitro::cuda::device_scalar<Exp>("smoothing");
+  nitro::cuda::rule_refs adamw;
+  adamw.eta = block.add(e.lr);  // a slot: a schedule would write it before each step
+  adamw.lambda = nitro::cuda::scalar_ref::constant(1e-2);
+
+  const Model model = e.build_model();
+  Store host(true);
+  init_weights(model, host, o.seed);
+  Program prog(be);
+  prog.upload(host.values());
+  nitro::cuda::dense_optimizer<Program> opt(prog, nitro::cuda::rule_kind::adamw);
+
+  auto evaluate = [&](char const* split) {
+    nitro::data::loader<Batch> ld(data.split(split), {1000, false, false, 2, 0});
+    ld.start_epoch(0);
+    prog.reset_sums();
+    while (auto b = ld.next()) {
+      be.mirror_scalars(block.data(), block.bytes());
+      auto x = be.to_device("img", b->img);
+      auto y = be.to_device("label", b->label);
+      prog.evaluate({x.data(), y.data(), false, b->img.batch()}, smoothing);
+    }
+    return prog.read_sums();
+  };
+
+  result r;
+  nitro::data::loader<Batch> ld(data.split("train"), {o.batch, true, true, 2, nitro::fold(o.seed, 2)});
+  long long step = 0;
+  std::int64_t samples = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int epoch = 0; epoch < o.epochs; ++epoch) {
+    ld.start_epoch(static_cast<std::uint64_t>(epoch));
+    prog.reset_sums();
+    while (auto b = ld.next()) {
+      be.mirror_scalars(block.data(), block.bytes());  // copies only when a value changed
+      auto x = be.to_device("img", b->img);            // prefetch: overlaps the previous step's kernels
+      auto y = be.to_device("label", b->label);
+      prog.zero_grads();
+      prog.loss_and_grads({x.data(), y.data(), false, b->img.batch()}, smoothing);
+      opt.step(prog, {adamw}, ++step);
+      samples += b->img.batch();
+    }
+    const auto sums = prog.read_sums();  // the first wait for the device this epoch
+    r.train_loss = sums.mean_loss();
+    const auto valid = evaluate("valid");
+    r.valid_acc = valid.accuracy();
+    std::printf("  gpu epoch %d/%d  train loss %.4f  valid acc %.4f\n", epoch + 1, o.epochs, r.train_loss, r.valid_acc);
+  }
+  be.synchronize();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.samples_per_second = double(samples) / r.seconds;
+  const auto test = evaluate("test");
+  r.test_acc = test.accuracy();
+  r.test_loss = test.mean_loss();
+  std::printf("  transfers:");
+  for (auto const& [field, c] : be.transfers()) std::printf("  %s %lld batches, %.1f MB", field.c_str(), (long long)c.transfers, c.bytes / 1e6);
+  std::printf("  (idx never moves: no hook declares it)\n");
+  return r;
+}
+
+// The same run on the CPU backend: same initial weights, same batches, the experiment's own
+// forward and loss hooks, nitro's tape, and the same AdamW (optimizer_math.hpp's update).
+result train_on_cpu(Exp& e, nitro::data::dataset<Batch> const& data, options const& o) {
+  const Model model = e.build_model();
+  Store store(true);
+  init_weights(model, store, o.seed);
+  std::vector<float> m(Store::size, 0.0f), v(Store::size, 0.0f);
+  std::vector<unsigned char> decay(Store::size);
+  for (std::int64_t i = 0; i < Store::size; ++i) decay[static_cast<std::size_t>(i)] = decays(i) ? 1 : 0;
+  nitro::cuda::rule_values h;
+  h.eta = e.lr;
+  h.lambda = 1e-2f;
+  nitro::arena mem;
+  nitro::tape tp(mem);
+  nitro::nn::layer_state<Model> st;
+
+  auto evaluate = [&](char const* split) {
+    nitro::data::loader<Batch> ld(data.split(split), {1000, false, false, 2, 0});
+    ld.start_epoch(0);
+    double correct = 0, n = 0, loss = 0;
+    while (auto b = ld.next()) {
+      nitro::step_context ctx{&mem, nullptr, false, 0, 0};
+      nitro::context_scope scope(ctx);
+      auto ps = store.view();
+      auto [logits, st_new] = e.forward(model, ps, st, FwdIn{b->img});
+      loss += double(e.loss(logits, LossIn{b->label}).item()) * double(b->img.batch());
+      correct += nitro::nn::correct_count(logits, b->label);
+      n += double(b->img.batch());
+      mem.reset();
+    }
+    return std::pair{correct / n, loss / n};
+  };
+
+  result r;
+  nitro::data::loader<Batch> ld(data.split("train"), {o.batch, true, true, 2, nitro::fold(o.seed, 2)});
+  long long step = 0;
+  std::int64_t samples = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int epoch = 0; epoch < o.epochs; ++epoch) {
+    ld.start_epoch(static_cast<std::uint64_t>(epoch));
+    double loss_sum = 0;
+    std::int64_t batches = 0;
+    while (auto b = ld.next()) {
+      nitro::step_context ctx{&mem, &tp, true, 0, 0};
+      nitro::context_scope scope(ctx);
+      store.zero_grads();
+      auto ps = store.view(tp);
+      auto [logits, st_new] = e.forward(model, ps, st, FwdIn{b->img});
+      auto loss = e.loss(logits, LossIn{b->label});
+      loss_sum += loss.item();
+      tp.backward<float>(loss.var(), 1.0f);
+      const auto c = nitro::cuda::adam_corrections_at(h.beta1, h.beta2, ++step);
+      float* p = store.values();
+      float const* g = store.grads();
+      for (std::int64_t i = 0; i < Store::size; ++i) {
+        const auto k = static_cast<std::size_t>(i);
+        nitro::cuda::update_element<nitro::cuda::rule_kind::adamw>(p[i], g[i], m[k], v[k], 0.0f, decay[k] != 0, h, c);
+      }
+      tp.clear();
+      mem.reset();
+      ++batches;
+      samples += b->img.batch();
+    }
+    r.train_loss = loss_sum / double(batches ? batches : 1);
+    r.valid_acc = evaluate("valid").first;
+    std::printf("  cpu epoch %d/%d  train loss %.4f  valid acc %.4f\n", epoch + 1, o.epochs, r.train_loss, r.valid_acc);
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.samples_per_second = double(samples) / r.seconds;
+  const auto test = evaluate("test");
+  r.test_acc = test.first;
+  r.test_loss = test.second;
+  return r;
+}
+
+bool parse(int argc, char** argv, options& o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "fashion_mlp_cuda: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--epochs") o.epochs = std::stoi(value());
+    else if (a == "--batch") o.batch = std::stoll(value());
+    else if (a == "--seed") o.seed = std::stoull(value());
+    else if (a == "--train-limit") o.train_limit = std::stoll(value());
+    else if (a == "--data") o.data = value();
+    else if (a == "--path") o.path = value();
+    else if (a == "--cpu-reference") o.cpu_reference = true;
+    else {
+      std::fprintf(stderr, "fashion_mlp_cuda: unknown option %s (see the comment at the top of examples/fashion_mlp_cuda.cu)\n", a.c_str());
+      return false;
+    }
+  }
+  if (o.path != "fused" && o.path != "fused-fp32" && o.path != "cublaslt") {
+    std::fprintf(stderr, "fashion_mlp_cuda: --path takes fused, fused-fp32 or cublaslt, not %s\n", o.path.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options o;
+  if (!parse(argc, argv, o)) return 2;
+  try {
+    const bool have_gpu = nitro::cuda::device_count() > 0;
+    if (!have_gpu && !o.cpu_reference) {
+      std::printf("fashion_mlp_cuda: SKIPPED: no CUDA device on this machine (cudaGetDeviceCount reports none)\n");
+      return 77;
+    }
+    Exp e;
+    const auto data = nitro::data::fashion_mnist({.dir = o.data, .train_limit = o.train_limit});
+    if (!have_gpu) {  // the CPU reference alone: what the GPU run is compared with
+      const result cpu = train_on_cpu(e, data, o);
+      std::printf("cpu: test accuracy %.4f  test loss %.4f  %.2f s  %.0f samples/s\n", cpu.test_acc, cpu.test_loss, cpu.seconds, cpu.samples_per_second);
+      std::printf("fashion_mlp_cuda: GPU run SKIPPED: no CUDA device on this machine\n");
+      return 77;
+    }
+    std::printf("fashion_mlp_cuda: width %d, %s, %d epoch(s), batch %lld\n", Exp{}.width.get(),
+                o.path == "fused" ? nitro::cuda::to_string(nitro::cuda::dense_path::fused_tf32)
+                : o.path == "fused-fp32" ? nitro::cuda::to_string(nitro::cuda::dense_path::fused_fp32)
+                                         : nitro::cuda::to_string(nitro::cuda::dense_path::cublaslt_fp32),
+                o.epochs, (long long)o.batch);
+    result gpu;
+    if (o.path == "fused") gpu = train_on_gpu<nitro::cuda::dense_path::fused_tf32>(e, data, o);
+    else if (o.path == "fused-fp32") gpu = train_on_gpu<nitro::cuda::dense_path::fused_fp32>(e, data, o);
+    else gpu = train_on_gpu<nitro::cuda::dense_path::cublaslt_fp32>(e, data, o);
+    std::printf("gpu: test accuracy %.4f  test loss %.4f  %.2f s  %.0f samples/s\n", gpu.test_acc, gpu.test_loss, gpu.seconds, gpu.samples_per_second);
+    if (o.cpu_reference) {
+      Exp ec;
+      const result cpu = train_on_cpu(ec, data, o);
+      std::printf("cpu: test accuracy %.4f  test loss %.4f  %.2f s  %.0f samples/s\n", cpu.test_acc, cpu.test_loss, cpu.seconds, cpu.samples_per_second);
+      const double diff = std::fabs(gpu.test_acc - cpu.test_acc);
+      std::printf("gpu - cpu test accuracy: %+.4f (%s)\n", gpu.test_acc - cpu.test_acc, diff <= 0.02 ? "as on CPU" : "DIFFERS by more than 0.02");
+      if (diff > 0.02) return 1;
+    }
+    return 0;
+  } catch (nitro::error const& err) {
+    std::fprintf(stderr, "%s\n", err.what());
+    return 2;
+  }
+}

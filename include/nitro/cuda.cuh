@@ -1,0 +1,27 @@
+// nitro/cuda.cuh — the CUDA backend in one include, for translation units nvcc compiles.
+//
+//   nitro::cuda_backend                 transfers, device scalars, streams, cuBLASLt / cuDNN handles
+//   nitro::cuda::dense_program<Model>   a training step on the device for dense models (fused MLP
+//                                       kernels instantiated from the GraphConst widths, or cuBLASLt)
+//   nitro::cuda::dense_optimizer        one fused optimizer update per parameter group
+//   nitro::cuda::conv2d_dnn, pool2d_dnn, batch_norm_dnn   cuDNN layers (NITRO_HAVE_CUDNN)
+//   nitro::cuda::data_parallel          n_devs over NCCL (NITRO_HAVE_NCCL)
+// docs/cuda.md says how to build and use it; docs/cuda-integration.md how the handle adopts it.
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "nitro/cuda.cuh is for translation units compiled by nvcc (.cu files); the CPU-side pieces are in nitro/tensor/cuda/*.hpp"
+#endif
+
+#include "nitro/kernels/cudnn.cuh"
+#include "nitro/kernels/dense_lt.cuh"
+#include "nitro/kernels/fused_mlp.cuh"
+#include "nitro/kernels/loss.cuh"
+#include "nitro/kernels/optimizer.cuh"
+#include "nitro/kernels/pointwise.cuh"
+#include "nitro/tensor/cuda/backend.cuh"
+#include "nitro/tensor/cuda/data_parallel.cuh"
+#include "nitro/tensor/cuda/mlp_traits.hpp"
+#include "nitro/tensor/cuda/program.cuh"
+#include "nitro/tensor/cuda/runtime.cuh"
+#include "nitro/tensor/cuda/scalars.hpp"

@@ -1,0 +1,573 @@
+// The CUDA backend on a GPU, against the CPU (Eigen) backend: the fused MLP kernels (FP32, TF32),
+// the cuBLASLt path, the fused loss with its smoothing read from the device scalars, the fused
+// optimizer updates, SAM, clipping, transfers, cuDNN's layers, NCCL, and whole training steps.
+// Each comparison prints its max relative error. Without a device the program prints a SKIPPED line
+// and exits 77, which CTest reports as skipped (SKIP_RETURN_CODE).
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <nitro/cuda.cuh>
+
+#include <nitro/core/rng.hpp>
+#include <nitro/nn/layers/activation.hpp>
+#include <nitro/nn/layers/chain.hpp>
+#include <nitro/nn/layers/conv2d.hpp>
+#include <nitro/nn/layers/dense.hpp>
+#include <nitro/nn/layers/norm.hpp>
+#include <nitro/nn/layers/pool.hpp>
+#include <nitro/nn/losses.hpp>
+#include <nitro/optim/param_store.hpp>
+#include <nitro/tensor/cuda/optimizer_math.hpp>
+#include <nitro/tensor/ops.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace cu = nitro::cuda;
+using nitro::shape;
+using nitro::Tensor;
+
+namespace {
+
+std::vector<float> random_vector(std::size_t n, nitro::rng& g, double lo = -1, double hi = 1) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(g.uniform(lo, hi));
+  return v;
+}
+
+// max |a - b| / max(|b|, 1% of max |b|)
+double max_rel_error(float const* a, float const* b, std::size_t n) {
+  double scale = 0;
+  for (std::size_t i = 0; i < n; ++i) scale = std::max(scale, double(std::fabs(b[i])));
+  const double floor = std::max(1e-6, 1e-2 * scale);
+  double worst = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])) / std::max(double(std::fabs(b[i])), floor));
+  return worst;
+}
+double norm_rel_error(float const* a, float const* b, std::size_t n) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    num += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
+    den += double(b[i]) * double(b[i]);
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+double max_rel_error(std::vector<float> const& a, std::vector<float> const& b) { return max_rel_error(a.data(), b.data(), std::min(a.size(), b.size())); }
+
+template <class T>
+struct dvec {
+  cu::device_buffer<T> buf;
+  std::size_t n = 0;
+  dvec() = default;
+  explicit dvec(std::vector<T> const& h) : buf(h.size() ? h.size() : 1), n(h.size()) {
+    NITRO_CUDA_CHECK(cudaMemcpy(buf.data(), h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  explicit dvec(std::size_t count) : buf(count ? count : 1), n(count) { NITRO_CUDA_CHECK(cudaMemset(buf.data(), 0, n * sizeof(T))); }
+  T* data() { return buf.data(); }
+  std::vector<T> get() const {
+    std::vector<T> h(n);
+    NITRO_CUDA_CHECK(cudaDeviceSynchronize());
+    NITRO_CUDA_CHECK(cudaMemcpy(h.data(), buf.data(), n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+void report(char const* what, double err, double limit) {
+  std::printf("  %-64s max relative error %.3e (limit %.0e)\n", what, err, limit);
+  CHECK(err < limit);
+}
+
+// ---- a dense model on the CPU backend: outputs, parameter gradients, input gradient -------------
+template <class Model>
+struct cpu_run {
+  std::vector<float> y, grads, dx;
+};
+
+template <class Model, class Store>
+cpu_run<Model> run_cpu(Model const& model, Store& store, std::vector<float>& x, std::vector<float>& dy, std::int64_t in, std::int64_t out,
+                       std::int64_t B) {
+  cpu_run<Model> r;
+  r.dx.assign(static_cast<std::size_t>(in * B), 0.0f);
+  nitro::arena mem;
+  nitro::tape tp(mem);
+  nitro::step_context ctx{&mem, &tp, true, 1, 0};
+  nitro::context_scope scope(ctx);
+  store.zero_grads();
+  auto ps = store.view(tp);
+  nitro::nn::layer_state<Model> st;
+  Tensor xt(x.data(), shape{in, B}, tp.leaf(r.dx.data(), r.dx.size() * sizeof(float)));
+  Tensor y = model(xt, ps, st).first;
+  Tensor loss = nitro::sum(y * Tensor(dy.data(), shape{out, B}));
+  tp.backward<float>(loss.var(), 1.0f);
+  r.y.assign(y.data(), y.data() + y.numel());
+  r.grads.assign(store.grads(), store.grads() + Store::size);
+  return r;
+}
+
+// The same model through a dense_program path; compares with the CPU run.
+template <cu::dense_path Path, class Model>
+void compare_program(char const* name, Model const& model, std::int64_t B, double limit, bool norm_metric) {
+  using Store = nitro::param_store<typename Model::param_spec>;
+  using Program = cu::dense_program<Model, Store, Path>;
+  constexpr std::int64_t In = Program::in, Out = Program::out;
+  nitro::rng g(17);
+  Store store(true);
+  {
+    auto ps = store.view();
+    nitro::nn::layer_state<Model> st;
+    model.init(ps, st, g);
+  }
+  auto x = random_vector(static_cast<std::size_t>(In * B), g);
+  auto dy = random_vector(static_cast<std::size_t>(Out * B), g);
+  const auto ref = run_cpu(model, store, x, dy, In, Out, B);
+
+  nitro::cuda_backend be;
+  Program prog(be);
+  prog.upload(store.values());
+  dvec<float> xd(x), dyd(dy), dxd(static_cast<std::size_t>(In * B));
+  prog.zero_grads();
+  float const* yd = prog.forward(xd.data(), B, true);
+  prog.backward(dyd.data(), dxd.data());
+  std::vector<float> y(static_cast<std::size_t>(Out * B)), grads(static_cast<std::size_t>(Store::size));
+  NITRO_CUDA_CHECK(cudaStreamSynchronize(be.compute()));
+  NITRO_CUDA_CHECK(cudaMemcpy(y.data(), yd, y.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  prog.download_grads(grads.data());
+  const auto dx = dxd.get();
+  auto err = [&](std::vector<float> const& a, std::vector<float> const& b) {
+    return norm_metric ? norm_rel_error(a.data(), b.data(), b.size()) : max_rel_error(a, b);
+  };
+  std::printf("%s (%s, batch %lld)%s\n", name, cu::to_string(Path), (long long)B, norm_metric ? " [error of the whole array]" : "");
+  report("  outputs", max_rel_error(y, ref.y), norm_metric ? 5e-2 : limit);
+  report("  parameter gradients", err(grads, ref.grads), limit);
+  report("  input gradient", err(dx, ref.dx), limit);
+  // evaluation mode gives the same outputs
+  float const* ye = prog.forward(xd.data(), B, false);
+  std::vector<float> y2(y.size());
+  NITRO_CUDA_CHECK(cudaStreamSynchronize(be.compute()));
+  NITRO_CUDA_CHECK(cudaMemcpy(y2.data(), ye, y2.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  CHECK(max_rel_error(y2, y) < 1e-6);
+}
+
+auto fashion_model() {
+  using namespace nitro::nn;
+  return chain(dense<784, 128>(relu), dense<128, 128>(relu), dense<128, 10>());
+}
+auto smooth_model() {
+  using namespace nitro::nn;
+  return chain(dense<40, 32>(gelu), dense<32, 32>(gelu), dense<32, 32>(gelu), dense<32, 5>(nitro::nn::tanh));
+}
+
+}  // namespace
+
+TEST_CASE("fused MLP kernels and the cuBLASLt path equal the CPU backend") {
+  compare_program<cu::dense_path::fused_fp32>("fashion_mlp 784-128-128-10 relu", fashion_model(), 300, 1e-4, false);
+  compare_program<cu::dense_path::fused_tf32>("fashion_mlp 784-128-128-10 relu", fashion_model(), 300, 3e-2, true);
+  compare_program<cu::dense_path::cublaslt_fp32>("fashion_mlp 784-128-128-10 relu", fashion_model(), 300, 1e-4, false);
+  compare_program<cu::dense_path::cublaslt_tf32>("fashion_mlp 784-128-128-10 relu", fashion_model(), 300, 3e-2, true);
+  compare_program<cu::dense_path::fused_fp32>("40-32x3-5 gelu, tanh output", smooth_model(), 1000, 1e-4, false);
+  compare_program<cu::dense_path::cublaslt_fp32>("40-32x3-5 gelu, tanh output", smooth_model(), 1000, 1e-4, false);
+}
+
+TEST_CASE("the fused loss reads its smoothing from the device scalars: a new value needs no recompile") {
+  nitro::rng g(5);
+  constexpr int C = 10;
+  constexpr long long B = 777;
+  auto logits = random_vector(C * B, g, -3, 3);
+  std::vector<float> onehot(C * B, 0.0f), index(B);
+  for (long long s = 0; s < B; ++s) {
+    const int k = static_cast<int>(g.below(C));
+    index[static_cast<std::size_t>(s)] = float(k);
+    onehot[static_cast<std::size_t>(k + s * C)] = 1.0f;
+  }
+  nitro::cuda_backend be;
+  cu::scalar_block block;
+  const cu::scalar_ref smoothing = block.add(0.05f);
+  dvec<float> ld(logits), td(onehot), id(index), gd(static_cast<std::size_t>(C * B));
+  dvec<cu::metric_sums> sums(1);
+  for (float s : {0.05f, 0.2f}) {
+    block.set(smoothing, s);
+    be.mirror_scalars(block.data(), block.bytes());
+    for (int kind = 0; kind < 2; ++kind) {
+      NITRO_CUDA_CHECK(cudaMemsetAsync(sums.data(), 0, sizeof(cu::metric_sums), be.compute()));
+      cu::softmax_xent(ld.data(), C, B, kind ? id.data() : td.data(), kind == 1, smoothing, be.scalars(), gd.data(), sums.data(), be.compute());
+      const auto grad = gd.get();
+      const auto m = sums.get()[0];
+      // the CPU backend
+      nitro::arena mem;
+      nitro::tape tp(mem);
+      nitro::step_context ctx{&mem, &tp, true, 1, 0};
+      nitro::context_scope scope(ctx);
+      std::vector<float> gref(C * B, 0.0f);
+      Tensor xt(logits.data(), shape{C, B}, tp.leaf(gref.data(), gref.size() * sizeof(float)));
+      Tensor tt = kind ? Tensor(index.data(), shape{1, B}) : Tensor(onehot.data(), shape{C, B});
+      Tensor loss = nitro::nn::logitcrossentropy(xt, tt, s);
+      tp.backward<float>(loss.var(), 1.0f);
+      char what[96];
+      std::snprintf(what, sizeof what, "softmax cross-entropy, smoothing %.2f, %s target: gradient", s, kind ? "index" : "one-hot");
+      report(what, max_rel_error(grad, gref), 1e-4);
+      CHECK(m.mean_loss() == doctest::Approx(loss.item()).epsilon(1e-5));
+      CHECK(m.correct == nitro::nn::correct_count(xt, tt));
+      CHECK(m.samples == B);
+      CHECK(m.flags == 0u);
+    }
+  }
+  block.set(smoothing, 1.5f);  // outside [0, 1]: flagged, read back as E-LOSS-002
+  be.mirror_scalars(block.data(), block.bytes());
+  NITRO_CUDA_CHECK(cudaMemsetAsync(sums.data(), 0, sizeof(cu::metric_sums), be.compute()));
+  cu::softmax_xent(ld.data(), C, B, td.data(), false, smoothing, be.scalars(), gd.data(), sums.data(), be.compute());
+  CHECK_THROWS_WITH_AS(sums.get()[0].check(), doctest::Contains("E-LOSS-002"), nitro::error);
+  CHECK(be.scalar_copies() == 3);  // the block moved once per change, not per call
+}
+
+TEST_CASE("one fused optimizer update per group: AdamW, SGD, Lion with decay toward an anchor, eta from a slot") {
+  nitro::rng g(9);
+  constexpr long long n = 10007;
+  nitro::cuda_backend be;
+  cu::scalar_block block;
+  const cu::scalar_ref eta = block.add(1e-2f);
+  for (auto rule : {cu::rule_kind::adamw, cu::rule_kind::sgd, cu::rule_kind::lion}) {
+    auto p = random_vector(n, g), anchor = random_vector(n, g);
+    std::vector<std::uint32_t> bits((n + 31) / 32);
+    for (auto& b : bits) b = static_cast<std::uint32_t>(g());
+    dvec<float> pd(p), ad(anchor);
+    cu::group_optimizer opt(rule, n);
+    opt.set_decay_mask(bits);
+    opt.set_anchor(ad.data(), be.compute());
+    cu::rule_refs h;
+    h.eta = eta;
+    h.lambda = cu::scalar_ref::constant(0.1);
+    h.momentum = cu::scalar_ref::constant(0.9);
+    h.nesterov = true;
+    std::vector<float> m(n, 0.0f), v(n, 0.0f);
+    for (long long t = 1; t <= 5; ++t) {
+      const float e = 1e-2f / float(t);  // a schedule: a new value each step, written to the slot
+      block.set(eta, e);
+      be.mirror_scalars(block.data(), block.bytes());
+      auto grad = random_vector(n, g);
+      dvec<float> gd(grad);
+      opt.step(pd.data(), gd.data(), h, t, be.scalars(), nullptr, be.compute());
+      NITRO_CUDA_CHECK(cudaStreamSynchronize(be.compute()));
+      cu::rule_values rv = h.read(block.data());
+      const auto c = cu::adam_corrections_at(rv.beta1, rv.beta2, t);
+      for (long long i = 0; i < n; ++i) {
+        const auto k = static_cast<std::size_t>(i);
+        switch (rule) {
+          case cu::rule_kind::adamw: cu::update_element<cu::rule_kind::adamw>(p[k], grad[k], m[k], v[k], anchor[k], cu::mask_bit(bits.data(), i, true), rv, c); break;
+          case cu::rule_kind::sgd: cu::update_element<cu::rule_kind::sgd>(p[k], grad[k], m[k], v[k], anchor[k], cu::mask_bit(bits.data(), i, true), rv, c); break;
+          case cu::rule_kind::lion: cu::update_element<cu::rule_kind::lion>(p[k], grad[k], m[k], v[k], anchor[k], cu::mask_bit(bits.data(), i, true), rv, c); break;
+        }
+      }
+    }
+    const std::string what = std::string("group update, ") + cu::to_string(rule) + ", 5 scheduled steps";
+    report(what.c_str(), max_rel_error(pd.get(), p), 1e-5);
+  }
+}
+
+TEST_CASE("global-norm clipping and SAM on the device") {
+  nitro::rng g(10);
+  constexpr long long n = 4099;
+  nitro::cuda_backend be;
+  auto grad = random_vector(n, g);
+  dvec<float> gd(grad);
+  dvec<double> sum_sq(1);
+  dvec<float> factor(1);
+  cu::clip_factor(gd.data(), n, cu::scalar_ref::constant(1.0), be.scalars(), sum_sq.data(), factor.data(), be.compute());
+  double norm = 0;
+  for (float x : grad) norm += double(x) * x;
+  norm = std::sqrt(norm);
+  CHECK(factor.get()[0] == doctest::Approx(std::min(1.0, 1.0 / (norm + 1e-6))).epsilon(1e-5));
+  // SAM: p + e, then restored exactly
+  auto p = random_vector(n, g);
+  std::vector<std::uint32_t> perturb((n + 31) / 32, 0xffffffffu), adaptive((n + 31) / 32, 0x0000ffffu);
+  perturb[3] = 0;
+  dvec<float> pd(p), ed(static_cast<std::size_t>(n));
+  dvec<std::uint32_t> pb(perturb), ab(adaptive);
+  cu::sam_perturb(pd.data(), gd.data(), ed.data(), n, pb.data(), ab.data(), 0.01f, cu::scalar_ref::constant(0.05), be.scalars(), sum_sq.data(), be.compute());
+  double n2 = 0;
+  for (long long i = 0; i < n; ++i)
+    n2 += cu::sam_norm_term(p[static_cast<std::size_t>(i)], grad[static_cast<std::size_t>(i)], cu::mask_bit(perturb.data(), i, true), cu::mask_bit(adaptive.data(), i, false), 0.01f);
+  std::vector<float> want(p);
+  for (long long i = 0; i < n; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    want[k] += cu::sam_perturbation(p[k], grad[k], cu::mask_bit(perturb.data(), i, true), cu::mask_bit(adaptive.data(), i, false), 0.01f,
+                                    static_cast<float>(0.05 / (std::sqrt(n2) + 1e-12)));
+  }
+  report("SAM/ASAM perturbation", max_rel_error(pd.get(), want), 1e-5);
+  cu::sam_restore(pd.data(), ed.data(), n, be.compute());
+  report("SAM restore", max_rel_error(pd.get(), p), 1e-6);
+}
+
+TEST_CASE("transfers: pinned buffers and a copy stream; each field's batches arrive intact and are counted") {
+  nitro::rng g(11);
+  nitro::cuda_backend be(0, 2);
+  std::vector<std::vector<float>> batches;
+  for (int k = 0; k < 6; ++k) batches.push_back(random_vector(784 * 64, g));
+  std::vector<Tensor> on_device;
+  for (int k = 0; k < 6; ++k) {
+    Tensor h(batches[static_cast<std::size_t>(k)].data(), shape{784, 64});
+    Tensor d = be.to_device("img", h);
+    CHECK(d.device() == nitro::device_kind::cuda);
+    CHECK(d.shape() == h.shape());
+    const Tensor back = be.to_host(d);  // valid until the next to_device of "img"
+    CHECK(std::equal(back.data(), back.data() + back.numel(), batches[static_cast<std::size_t>(k)].data()));
+  }
+  nitro::Index idx = nitro::Index::owned(shape{64});
+  for (int i = 0; i < 64; ++i) idx[i] = i * 3;
+  auto di = be.to_device("idx", idx);
+  CHECK(be.to_host(di).to_vector() == idx.to_vector());
+  CHECK(be.transfers_of("img").transfers == 6);
+  CHECK(be.transfers_of("img").bytes == 6 * 784 * 64 * 4);
+  CHECK(be.transfers_of("label").transfers == 0);
+  CHECK(be.transfers_of("idx").bytes == 64 * 8);
+  // a device tensor passes through unchanged and uncounted
+  auto again = be.to_device("img", be.to_device("img", Tensor(batches[0].data(), shape{784, 64})));
+  CHECK(again.device() == nitro::device_kind::cuda);
+  CHECK(be.transfers_of("img").transfers == 7);
+}
+
+#if NITRO_HAVE_CUDNN
+namespace {
+template <class Layer>
+void compare_dnn_layer(char const* name, Layer const& layer, shape xs, auto&& run_device) {
+  using Ps = nitro::nn::layer_params<Layer>;
+  using Store = nitro::param_store<typename Layer::param_spec>;
+  using StStore = nitro::param_store<typename Layer::state_spec>;
+  nitro::rng g(23);
+  Store ps_store(true);
+  StStore st_store(false);
+  {
+    auto ps = ps_store.view();
+    auto st = st_store.view();
+    layer.init(ps, st, g);
+  }
+  auto x = random_vector(static_cast<std::size_t>(xs.numel()), g);
+  // CPU forward and backward with a random output gradient
+  std::vector<float> dx_ref(x.size(), 0.0f), y_ref, dy;
+  {
+    nitro::arena mem;
+    nitro::tape tp(mem);
+    nitro::step_context ctx{&mem, &tp, true, 1, 0};
+    nitro::context_scope scope(ctx);
+    auto ps = ps_store.view(tp);
+    auto st = st_store.view();
+    Tensor xt(x.data(), xs, tp.leaf(dx_ref.data(), dx_ref.size() * sizeof(float)));
+    Tensor y = layer(xt, ps, st).first;
+    dy = random_vector(static_cast<std::size_t>(y.numel()), g);
+    Tensor loss = nitro::sum(y * Tensor(dy.data(), y.shape()));
+    tp.backward<float>(loss.var(), 1.0f);
+    y_ref.assign(y.data(), y.data() + y.numel());
+  }
+  std::vector<float> grads_ref(ps_store.grads(), ps_store.grads() + Store::size);
+  std::vector<float> y, dx, grads;
+  run_device(ps_store, x, dy, y, dx, grads);
+  std::printf("%s\n", name);
+  report("  outputs", max_rel_error(y, y_ref), 1e-4);
+  report("  input gradient", max_rel_error(dx, dx_ref), 1e-4);
+  if (Store::size > 0) report("  parameter gradients", max_rel_error(grads, grads_ref), 1e-4);
+}
+}  // namespace
+
+TEST_CASE("cuDNN convolution, pooling and batch normalisation equal nitro's CPU layers") {
+  nitro::cuda_backend be;
+  auto dnn = be.dnn();
+  const int B = 8, H = 12, W = 12;
+  {
+    auto layer = nitro::nn::conv2d<3, 8, 3, 1, 1>(nitro::nn::relu);
+    compare_dnn_layer("conv2d<3, 8, 3, 1, 1>(relu) on [12, 12, 3, 8]", layer, shape{W, H, 3, B},
+                      [&](auto& store, std::vector<float>& x, std::vector<float>& dy, std::vector<float>& y, std::vector<float>& dx, std::vector<float>& grads) {
+                        using Store = std::remove_cvref_t<decltype(store)>;
+                        long long wo = -1, bo = -1;
+                        for (auto const& li : Store::leaves) (li.keypath == "weight" ? wo : bo) = li.offset;
+                        cu::conv2d_dnn conv({3, 8, 3, 1, 1, cu::activation_kind::relu});
+                        conv.plan(dnn, B, H, W);
+                        dvec<float> xd(x), pd(std::vector<float>(store.values(), store.values() + Store::size)), yd(static_cast<std::size_t>(conv.out_numel()));
+                        dvec<float> dyd(dy), scratch(static_cast<std::size_t>(conv.out_numel())), dxd(x.size()), gd(static_cast<std::size_t>(Store::size));
+                        conv.forward(dnn, be.compute(), xd.data(), pd.data() + wo, pd.data() + bo, nullptr, yd.data());
+                        conv.backward(dnn, be.compute(), xd.data(), pd.data() + wo, yd.data(), dyd.data(), scratch.data(), dxd.data(), 0.0f, gd.data() + wo, gd.data() + bo);
+                        y = yd.get();
+                        dx = dxd.get();
+                        grads = gd.get();
+                      });
+  }
+  {
+    auto layer = nitro::nn::max_pool<2>();
+    compare_dnn_layer("max_pool<2> on [12, 12, 4, 8]", layer, shape{W, H, 4, B},
+                      [&](auto&, std::vector<float>& x, std::vector<float>& dy, std::vector<float>& y, std::vector<float>& dx, std::vector<float>& grads) {
+                        cu::pool2d_dnn pool(true, 2, 2);
+                        pool.plan(B, 4, H, W);
+                        dvec<float> xd(x), yd(dy.size()), dyd(dy), dxd(x.size());
+                        pool.forward(dnn, be.compute(), xd.data(), yd.data());
+                        pool.backward(dnn, be.compute(), yd.data(), dyd.data(), xd.data(), dxd.data(), 0.0f);
+                        y = yd.get();
+                        dx = dxd.get();
+                        grads.clear();
+                      });
+  }
+  {
+    auto layer = nitro::nn::avg_pool<3, 2>();
+    compare_dnn_layer("avg_pool<3, 2> on [12, 12, 4, 8]", layer, shape{W, H, 4, B},
+                      [&](auto&, std::vector<float>& x, std::vector<float>& dy, std::vector<float>& y, std::vector<float>& dx, std::vector<float>& grads) {
+                        cu::pool2d_dnn pool(false, 3, 2);
+                        pool.plan(B, 4, H, W);
+                        dvec<float> xd(x), yd(dy.size()), dyd(dy), dxd(x.size());
+                        pool.forward(dnn, be.compute(), xd.data(), yd.data());
+                        pool.backward(dnn, be.compute(), yd.data(), dyd.data(), xd.data(), dxd.data(), 0.0f);
+                        y = yd.get();
+                        dx = dxd.get();
+                        grads.clear();
+                      });
+  }
+  {
+    auto layer = nitro::nn::batch_norm<6>();
+    compare_dnn_layer("batch_norm<6> (training) on [5, 5, 6, 8]", layer, shape{5, 5, 6, B},
+                      [&](auto& store, std::vector<float>& x, std::vector<float>& dy, std::vector<float>& y, std::vector<float>& dx, std::vector<float>& grads) {
+                        using Store = std::remove_cvref_t<decltype(store)>;
+                        long long wo = -1, bo = -1;
+                        for (auto const& li : Store::leaves) (li.keypath == "weight" ? wo : bo) = li.offset;
+                        cu::batch_norm_dnn bn(1e-5, 0.1);
+                        bn.plan(B, 6, 25);
+                        dvec<float> xd(x), pd(std::vector<float>(store.values(), store.values() + Store::size)), yd(x.size()), dyd(dy), dxd(x.size());
+                        dvec<float> gd(static_cast<std::size_t>(Store::size)), rm(std::vector<float>(6, 0.0f)), rv(std::vector<float>(6, 1.0f)), sm(6), si(6);
+                        bn.forward_training(dnn, be.compute(), xd.data(), pd.data() + wo, pd.data() + bo, yd.data(), rm.data(), rv.data(), sm.data(), si.data());
+                        bn.backward(dnn, be.compute(), xd.data(), dyd.data(), pd.data() + wo, sm.data(), si.data(), dxd.data(), 0.0f, gd.data() + wo, gd.data() + bo);
+                        y = yd.get();
+                        dx = dxd.get();
+                        grads = gd.get();
+                        // running statistics: momentum 0.1, unbiased variance, as the CPU layer keeps them
+                        const auto mean = rm.get(), var = rv.get();
+                        for (int c = 0; c < 6; ++c) {
+                          double s = 0, q = 0;
+                          const int M = 25 * B;
+                          for (int b = 0; b < B; ++b)
+                            for (int i = 0; i < 25; ++i) s += x[static_cast<std::size_t>(i + 25 * (c + 6 * b))];
+                          const double mu = s / M;
+                          for (int b = 0; b < B; ++b)
+                            for (int i = 0; i < 25; ++i) q += std::pow(x[static_cast<std::size_t>(i + 25 * (c + 6 * b))] - mu, 2);
+                          CHECK(mean[static_cast<std::size_t>(c)] == doctest::Approx(0.1 * mu).epsilon(1e-4));
+                          CHECK(var[static_cast<std::size_t>(c)] == doctest::Approx(0.9 + 0.1 * q / (M - 1)).epsilon(1e-4));
+                        }
+                      });
+  }
+}
+#else
+TEST_CASE("cuDNN layers") { std::printf("cuDNN layers: SKIPPED: this build found no cuDNN (NITRO_HAVE_CUDNN=0)\n"); }
+#endif
+
+#if NITRO_HAVE_NCCL
+TEST_CASE("n_devs: NCCL all-reduce (mean) and broadcast over the flat buffers of every device") {
+  const int n = std::min(cu::device_count(), 2);
+  cu::data_parallel dp(n);
+  std::vector<std::unique_ptr<nitro::cuda_backend>> be;
+  std::vector<cu::device_buffer<float>> bufs;
+  std::vector<float*> ptrs;
+  std::vector<cudaStream_t> streams;
+  constexpr long long count = 1000;
+  for (int i = 0; i < n; ++i) {
+    be.push_back(std::make_unique<nitro::cuda_backend>(i));
+    cu::device_scope on(i);
+    bufs.emplace_back(static_cast<std::size_t>(count));
+    std::vector<float> h(count, float(i + 1));
+    NITRO_CUDA_CHECK(cudaMemcpy(bufs.back().data(), h.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+    ptrs.push_back(bufs.back().data());
+    streams.push_back(be.back()->compute());
+  }
+  dp.all_reduce_mean(ptrs.data(), count, streams.data());
+  const float mean = (n + 1) / 2.0f;
+  for (int i = 0; i < n; ++i) {
+    cu::device_scope on(i);
+    be[static_cast<std::size_t>(i)]->synchronize();
+    std::vector<float> h(count);
+    NITRO_CUDA_CHECK(cudaMemcpy(h.data(), ptrs[static_cast<std::size_t>(i)], count * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK(std::all_of(h.begin(), h.end(), [&](float v) { return v == mean; }));
+  }
+  CHECK_THROWS_WITH_AS(cu::data_parallel(cu::device_count() + 1), doctest::Contains("E-CUDA-006"), nitro::error);
+  if (n < 2) std::printf("n_devs: the two-device all-reduce is SKIPPED: this machine has one GPU (one-device NCCL checked)\n");
+  else std::printf("n_devs: all-reduce over %d devices checked\n", n);
+  const auto sl = cu::slice_of(1000, 1, 3);
+  CHECK(sl.first == 333);
+  CHECK(sl.count == 333);
+}
+#else
+TEST_CASE("n_devs") { std::printf("n_devs: SKIPPED: this build found no NCCL (NITRO_HAVE_NCCL=0)\n"); }
+#endif
+
+TEST_CASE("whole training steps on the device follow the CPU backend (fused FP32, AdamW, smoothing from the block)") {
+  using Model = decltype(fashion_model());
+  using Store = nitro::param_store<Model::param_spec>;
+  using Program = cu::dense_program<Model, Store, cu::dense_path::fused_fp32>;
+  const Model model = fashion_model();
+  nitro::rng g(31);
+  Store store(true);
+  {
+    auto ps = store.view();
+    nitro::nn::layer_state<Model> st;
+    model.init(ps, st, g);
+  }
+  constexpr long long B = 256;
+  nitro::cuda_backend be;
+  cu::scalar_block block;
+  const cu::scalar_ref smoothing = block.add(0.1f);
+  cu::rule_refs h;
+  h.eta = block.add(1e-3f);
+  h.lambda = cu::scalar_ref::constant(1e-2);
+  Program prog(be);
+  prog.upload(store.values());
+  cu::dense_optimizer<Program> opt(prog, cu::rule_kind::adamw);
+  std::vector<float> m(Store::size, 0.0f), v(Store::size, 0.0f);
+  nitro::arena mem;
+  nitro::tape tp(mem);
+  for (long long t = 1; t <= 4; ++t) {
+    auto x = random_vector(784 * B, g, 0, 1);
+    std::vector<float> label(10 * B, 0.0f);
+    for (long long s = 0; s < B; ++s) label[static_cast<std::size_t>(g.below(10) + s * 10)] = 1.0f;
+    // device
+    be.mirror_scalars(block.data(), block.bytes());
+    Tensor xd = be.to_device("img", Tensor(x.data(), shape{784, B}));
+    Tensor yd = be.to_device("label", Tensor(label.data(), shape{10, B}));
+    prog.zero_grads();
+    prog.loss_and_grads({xd.data(), yd.data(), false, B}, smoothing);
+    opt.step(prog, {h}, t);
+    // host
+    nitro::step_context ctx{&mem, &tp, true, 1, 0};
+    nitro::context_scope scope(ctx);
+    store.zero_grads();
+    auto ps = store.view(tp);
+    nitro::nn::layer_state<Model> st;
+    Tensor logits = model(Tensor(x.data(), shape{784, B}), ps, st).first;
+    Tensor loss = nitro::nn::logitcrossentropy(logits, Tensor(label.data(), shape{10, B}), 0.1f);
+    tp.backward<float>(loss.var(), 1.0f);
+    const auto rv = h.read(block.data());
+    const auto c = cu::adam_corrections_at(rv.beta1, rv.beta2, t);
+    for (std::int64_t i = 0; i < Store::size; ++i) {
+      bool decay = false;
+      for (auto const& li : Store::leaves)
+        if (i >= li.offset && i < li.offset + li.numel) decay = li.rank >= 2;
+      const auto k = static_cast<std::size_t>(i);
+      cu::update_element<cu::rule_kind::adamw>(store.values()[i], store.grads()[i], m[k], v[k], 0.0f, decay, rv, c);
+    }
+    tp.clear();
+    mem.reset();
+  }
+  std::vector<float> p(Store::size);
+  prog.download(p.data());
+  report("4 AdamW training steps: parameters", max_rel_error(p.data(), store.values(), p.size()), 1e-3);
+  const auto sums = prog.read_sums();
+  CHECK(sums.samples == 4 * B);
+}
+
+int main(int argc, char** argv) {
+  const int n = nitro::cuda::device_count();
+  if (n == 0) {
+    std::printf("test_gpu: SKIPPED: no CUDA device on this machine (cudaGetDeviceCount reports none); the GPU tests need one\n");
+    return 77;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  std::printf("test_gpu: %d device(s); device 0: %s (sm_%d%d)\n", n, prop.name, prop.major, prop.minor);
+  doctest::Context ctx(argc, argv);
+  return ctx.run();
+}
