@@ -36,8 +36,22 @@
 #include "nitro/io/safetensors.hpp"
 #include "nitro/io/weights_ref.hpp"
 
+#include "nitro/train/cache_stats.hpp"
+#include "nitro/train/divergence.hpp"
+#include "nitro/train/early_stop.hpp"
+#include "nitro/train/ema.hpp"
+#include "nitro/train/history.hpp"
 #include "nitro/train/keywords.hpp"
+#include "nitro/train/logger.hpp"
 #include "nitro/train/metrics.hpp"
 #include "nitro/train/nitro.hpp"
+#include "nitro/train/run_control.hpp"
+#include "nitro/train/show.hpp"
+
+#include "nitro/io/loggers/console.hpp"
+#include "nitro/io/loggers/csv.hpp"
+#include "nitro/io/loggers/defaults.hpp"
+#include "nitro/io/loggers/jsonl.hpp"
+#include "nitro/io/loggers/tensorboard.hpp"
 
 #include <boost/hana/define_struct.hpp>  // BOOST_HANA_DEFINE_STRUCT for batch and hook-input structs

@@ -5,19 +5,47 @@
 //   int max_epochs = 5;                           // else a field of the same name (C++ allows one of the two)
 //   1                                             // else the framework's value
 //
-// Each resolution is recorded with its source (keyword, accessor, field, default) for the
-// manifest, `explain` and `show`. A field of the right name but a type that does not convert is a
-// compile error naming the keyword; so is passing something that is not a run keyword.
+// The sixteen run keywords of the note: seed, run_dir, n_devs, accum, max_epochs, schedules,
+// gradient_clip_norm, check_divergence, autolog_schedules, log_every_n_steps, logger,
+// checkpointer, early_stop, monitor, eval_loss, ema. `schedules` reads an accessor and never a
+// field (a data member called `schedules` is a compile error). Typed keywords convert their value
+// to the keyword's type (ema = 0.999 makes an ema_options); generic ones (logger, checkpointer,
+// schedules) keep the value's own type, checked against what the keyword accepts.
+//
+// Construction facts are keywords without accessors or fields: data, weights, resume, run_ref, w0,
+// restore_optimizer, restore_best, eval_weights, load_ema — and checkpoint, the deprecated spelling
+// of weights. They are spelled nitro::kw::<name> (also nitro::<name>, except data and
+// checkpointer, whose plain names are the data-set namespace and the checkpointer class).
+//
+// `nitro::run_keywords kw(e, args...)` resolves them all at once and checks the arguments: an
+// unknown keyword, a keyword given twice, or a field/accessor of the right name but the wrong type
+// is a compile error naming it (E-KW-001..006); `kw.validate()` checks values (E-KW-007, E-EMA-001,
+// E-STOP-001); `kw.records()` is one (name, value as text, source) record per keyword, for the
+// manifest, `explain` and `show`.
 #pragma once
 
+#include "nitro/bind/hook.hpp"
+#include "nitro/core/error.hpp"
 #include "nitro/core/fixed_string.hpp"
 #include "nitro/core/meta.hpp"
+#include "nitro/train/cache_stats.hpp"
+#include "nitro/train/early_stop.hpp"
+#include "nitro/train/ema.hpp"
+#include "nitro/train/logger.hpp"
 
+#include <boost/hana/accessors.hpp>
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/string.hpp>
+
+#include <algorithm>    // max, min
+#include <concepts>     // convertible_to
 #include <cstdint>      // uint64_t
-#include <string>       // run_dir, sources
+#include <cstdio>       // snprintf
+#include <string>       // run_dir, texts
 #include <string_view>  // names
 #include <type_traits>  // detection
 #include <utility>      // forward
+#include <vector>       // records
 
 namespace nitro {
 
@@ -40,24 +68,35 @@ struct keyword_arg {
   V value;
 };
 
-// The keyword object: `nitro::max_epochs = 60` makes a keyword_arg. Typed keywords convert the
-// value to T; generic ones (T = void) keep the value's own type (loggers, schedules, ...).
-template <fixed_string Name, class T = void>
-struct keyword {
-  static constexpr auto name = Name;
-  template <class V>
-  constexpr auto operator=(V&& v) const {  // NOLINT: assignment syntax is the point
-    if constexpr (std::is_void_v<T>) return keyword_arg<Name, std::remove_cvref_t<V>>{static_cast<V&&>(v)};
-    else {
-      static_assert(std::is_convertible_v<V&&, T>, "nitro: this run keyword's value does not convert to the keyword's type");
-      return keyword_arg<Name, T>{static_cast<T>(static_cast<V&&>(v))};
-    }
-  }
+// The framework's value of a generic keyword: the room that consumes the keyword decides it.
+struct framework_default {
+  std::string describe() const { return "framework default"; }
+};
+// The value of a construction fact nobody gave.
+struct not_given {
+  std::string describe() const { return "none"; }
 };
 
-template <class K> struct is_keyword_arg : std::false_type {};
-template <fixed_string N, class V> struct is_keyword_arg<keyword_arg<N, V>> : std::true_type {};
+// ---- what a generic keyword accepts -----------------------------------------------------------------
+template <class V>
+inline constexpr bool is_object_value_v =
+    std::is_class_v<V> && !std::is_convertible_v<V const&, std::string_view> && !std::is_same_v<V, std::string>;
 
+template <fixed_string Name>
+struct keyword_accepts {
+  template <class V> static constexpr bool test = true;
+};
+template <> struct keyword_accepts<"logger"> {
+  template <class V> static constexpr bool test = is_logger_value_v<V>;
+};
+template <> struct keyword_accepts<"checkpointer"> {
+  template <class V> static constexpr bool test = is_object_value_v<V>;
+};
+template <> struct keyword_accepts<"schedules"> {
+  template <class V> static constexpr bool test = is_object_value_v<V>;
+};
+
+// ---- diagnostics ------------------------------------------------------------------------------------
 template <class Arg, std::size_t Position>
 struct not_a_run_keyword {
   static_assert(always_false<Arg>,
@@ -72,6 +111,85 @@ struct keyword_field_has_wrong_type {
                 "the keyword's type. Fix: change the field's type, or rename the field if it is not meant as the keyword.");
   static constexpr bool ok = false;
 };
+template <class Keyword, class ReturnType>
+struct keyword_accessor_has_wrong_type {
+  static_assert(always_false<Keyword, ReturnType>,
+                "E-KW-002: the experiment has an accessor named after a run keyword, but what it returns does not "
+                "convert to the keyword's type. Fix: return the keyword's type, or rename the member function.");
+  static constexpr bool ok = false;
+};
+template <class Keyword, std::size_t Position>
+struct unknown_run_keyword {
+  static_assert(always_false<Keyword>,
+                "E-KW-003: this keyword is not one of the run keywords or construction facts (seed, run_dir, n_devs, "
+                "accum, max_epochs, schedules, gradient_clip_norm, check_divergence, autolog_schedules, "
+                "log_every_n_steps, logger, checkpointer, early_stop, monitor, eval_loss, ema, batch_size; data, "
+                "weights, resume, run_ref, w0, restore_optimizer, restore_best, eval_weights, load_ema). "
+                "Fix: spell one of them.");
+  static constexpr bool ok = false;
+};
+template <class Keyword, class ValueType>
+struct keyword_value_has_wrong_type {
+  static_assert(always_false<Keyword, ValueType>,
+                "E-KW-004: a run keyword was given a value of a type it does not take. Fix: pass the keyword's type "
+                "(see the keyword's documentation in train/keywords.hpp).");
+  static constexpr bool ok = false;
+};
+template <class Keyword, class Again>
+struct run_keyword_given_twice {
+  static_assert(always_false<Keyword, Again>,
+                "E-KW-005: a run keyword is given twice (or as weights and as its deprecated spelling checkpoint). "
+                "Fix: pass each keyword once.");
+  static constexpr bool ok = false;
+};
+template <auto Member>
+struct schedules_come_from_an_accessor {
+  static_assert(always_false_v<Member>,
+                "E-KW-006: the experiment has a data member called `schedules`, but schedules are read from the "
+                "keyword or from an accessor, never from a field. Fix: `auto schedules() const { return ...; }`, "
+                "or rename the member.");
+  static constexpr bool ok = false;
+};
+
+namespace detail {
+
+template <class T, class... Depends> struct dependent_type { using type = T; };
+
+template <class T, class V>
+inline constexpr bool keyword_converts = std::is_convertible_v<V, T> || requires(V&& v) { T{static_cast<V&&>(v)}; };
+
+template <class T, class V>
+T keyword_convert(V&& v) {
+  if constexpr (std::is_convertible_v<V&&, T>) return static_cast<T>(static_cast<V&&>(v));
+  else return T{static_cast<V&&>(v)};
+}
+
+}  // namespace detail
+
+// The keyword object: `nitro::max_epochs = 60` makes a keyword_arg. Typed keywords convert the
+// value to T; generic ones (T = void) keep the value's own type (loggers, schedules, ...).
+template <fixed_string Name, class T = void>
+struct keyword {
+  static constexpr auto name = Name;
+  template <class V>
+  constexpr auto operator=(V&& v) const {  // NOLINT: assignment syntax is the point
+    using D = std::decay_t<V>;
+    if constexpr (std::is_void_v<T>) {
+      if constexpr (!keyword_accepts<Name>::template test<D>) (void)keyword_value_has_wrong_type<keyword, D>::ok;
+      return keyword_arg<Name, D>{static_cast<V&&>(v)};
+    } else {
+      if constexpr (!detail::keyword_converts<T, V&&>) {
+        (void)keyword_value_has_wrong_type<keyword, D>::ok;
+        return keyword_arg<Name, T>{};
+      } else {
+        return keyword_arg<Name, T>{detail::keyword_convert<T>(static_cast<V&&>(v))};
+      }
+    }
+  }
+};
+
+template <class K> struct is_keyword_arg : std::false_type {};
+template <fixed_string N, class V> struct is_keyword_arg<keyword_arg<N, V>> : std::true_type {};
 
 template <class Arg, std::size_t Position>
 constexpr bool check_run_keyword() noexcept {
@@ -79,10 +197,14 @@ constexpr bool check_run_keyword() noexcept {
   else return not_a_run_keyword<Arg, Position>::ok;
 }
 
-// Finds keyword Name among the arguments; nullptr-like when absent.
+// Finds keyword Name among the arguments.
 template <fixed_string Name, class... Args>
 constexpr bool has_keyword() noexcept {
   return ((is_keyword_arg<std::remove_cvref_t<Args>>::value && std::remove_cvref_t<Args>::name == Name) || ...);
+}
+template <fixed_string Name, class... Args>
+constexpr std::size_t count_keyword() noexcept {
+  return (std::size_t{0} + ... + std::size_t(is_keyword_arg<std::remove_cvref_t<Args>>::value && std::remove_cvref_t<Args>::name == Name));
 }
 template <fixed_string Name, class First, class... Rest>
 constexpr auto const& get_keyword(First const& first, Rest const&... rest) noexcept {
@@ -96,50 +218,180 @@ struct resolved {
   keyword_source source;
 };
 
-// NITRO_DETAIL_RUN_KEYWORD(name, Type, default): the keyword object nitro::kw::name (also nitro::name)
-// and its resolver
-// nitro::detail::resolve_name(e, args...). Type void: generic keyword without a typed default.
-#define NITRO_DETAIL_RUN_KEYWORD(KW_NAME, Type, ...)                                                         \
-  namespace kw { inline constexpr ::nitro::keyword<#KW_NAME, Type> KW_NAME{}; }                                  \
-  using kw::KW_NAME;                                                                                        \
-  namespace detail::kw_##KW_NAME {                                                                          \
-  struct probe_base { int KW_NAME; };                                                                       \
-  template <class E> struct probe : E, probe_base {};                                                  \
-  template <class E> constexpr bool has_member() {                                                     \
-    if constexpr (::std::is_class_v<E> && !::std::is_final_v<E>) return !requires { &probe<E>::KW_NAME; }; \
-    else return false;                                                                                 \
-  }                                                                                                    \
-  template <class E> constexpr bool has_accessor() {                                                   \
-    if constexpr (has_member<E>()) return requires(E const& e) { e.KW_NAME(); };                            \
-    else return false;                                                                                 \
-  }                                                                                                    \
-  template <class E> constexpr bool has_field() {                                                      \
-    if constexpr (has_member<E>() && !has_accessor<E>())                                               \
-      return ::std::is_member_object_pointer_v<decltype(&E::KW_NAME)>;                                      \
-    else return false;                                                                                 \
-  }                                                                                                    \
-  }                                                                                                    \
-  template <class E, class... Args>                                                                    \
-  auto resolve_##KW_NAME(E const& e, Args const&... args) {                                                 \
-    using T = Type;                                                                                    \
-    if constexpr (::nitro::has_keyword<#KW_NAME, Args...>()) {                                              \
-      return ::nitro::resolved<T>{static_cast<T>(::nitro::get_keyword<#KW_NAME>(args...)), ::nitro::keyword_source::keyword}; \
-    } else if constexpr (detail::kw_##KW_NAME::has_accessor<E>()) {                                         \
-      return ::nitro::resolved<T>{static_cast<T>(e.KW_NAME()), ::nitro::keyword_source::accessor};          \
-    } else if constexpr (detail::kw_##KW_NAME::has_field<E>()) {                                            \
-      using F = ::std::remove_cvref_t<decltype(e.KW_NAME)>;                                                 \
-      if constexpr (::std::is_convertible_v<F const&, T>)                                              \
-        return ::nitro::resolved<T>{static_cast<T>(e.KW_NAME), ::nitro::keyword_source::field};             \
-      else {                                                                                           \
-        (void)::nitro::keyword_field_has_wrong_type<::nitro::keyword<#KW_NAME, T>, F>::ok;                  \
-        return ::nitro::resolved<T>{T(__VA_ARGS__), ::nitro::keyword_source::fallback};                \
-      }                                                                                                \
-    } else {                                                                                           \
-      return ::nitro::resolved<T>{T(__VA_ARGS__), ::nitro::keyword_source::fallback};                  \
-    }                                                                                                  \
+// One keyword's resolution, as the manifest, `explain` and `show` print it.
+struct keyword_record {
+  std::string name;
+  std::string value;
+  keyword_source source = keyword_source::fallback;
+  bool fact = false;   // a construction fact (keyword or nothing)
+  std::string note;    // e.g. "given as `checkpoint`, the deprecated spelling of weights"
+};
+
+// A value as text: numbers, strings, anything with describe() or to_string(), data sets by name.
+template <class V>
+std::string keyword_text(V const& v) {
+  if constexpr (std::is_same_v<V, bool>) {
+    return v ? "true" : "false";
+  } else if constexpr (std::is_integral_v<V>) {
+    return std::to_string(v);
+  } else if constexpr (std::is_floating_point_v<V>) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
+    return buf;
+  } else if constexpr (std::is_convertible_v<V const&, std::string_view>) {
+    return std::string(std::string_view(v));
+  } else if constexpr (requires { { v.describe() } -> std::convertible_to<std::string>; }) {
+    return v.describe();
+  } else if constexpr (requires { { v.to_string() } -> std::convertible_to<std::string>; }) {
+    return v.to_string();
+  } else if constexpr (requires { v.name; v.splits; }) {
+    return "data set " + std::string(v.name);
+  } else if constexpr (requires { { v.string() } -> std::convertible_to<std::string>; }) {
+    return v.string();
+  } else if constexpr (is_hana_struct_v<V>) {
+    std::string s;
+    boost::hana::for_each(boost::hana::accessors<V>(), [&](auto acc) {
+      s += (s.empty() ? "" : ", ") + std::string(boost::hana::to<char const*>(boost::hana::first(acc)));
+    });
+    return "{" + s + "}";
+  } else {
+    return type_name<V>();
+  }
+}
+
+namespace detail {
+
+enum class keyword_reads { accessor_and_field, accessor_only };
+
+// Resolves keyword Name of type T (void: generic) for experiment E. Probe detects and reads the
+// member of that name; make_default() is the framework's value.
+template <fixed_string Name, class T, keyword_reads Reads, class Probe, class E, class MakeDefault, class... Args>
+auto resolve_run_keyword(E const& e, MakeDefault make_default, Args const&... args) {
+  constexpr bool generic = std::is_void_v<T>;
+  auto fallback = [&] {
+    if constexpr (generic) return resolved<std::decay_t<decltype(make_default())>>{make_default(), keyword_source::fallback};
+    else return resolved<T>{static_cast<T>(make_default()), keyword_source::fallback};
+  };
+  if constexpr (has_keyword<Name, Args...>()) {
+    auto const& v = get_keyword<Name>(args...);
+    using V = std::remove_cvref_t<decltype(v)>;
+    if constexpr (generic) return resolved<V>{v, keyword_source::keyword};
+    else return resolved<T>{static_cast<T>(v), keyword_source::keyword};
+  } else if constexpr (Probe::template has_accessor<E>()) {
+    using R = std::decay_t<decltype(Probe::accessor(e))>;
+    if constexpr (generic) {
+      if constexpr (keyword_accepts<Name>::template test<R>) return resolved<R>{Probe::accessor(e), keyword_source::accessor};
+      else {
+        (void)keyword_accessor_has_wrong_type<keyword<Name, T>, R>::ok;
+        return fallback();
+      }
+    } else {
+      if constexpr (keyword_converts<T, R>) return resolved<T>{keyword_convert<T>(Probe::accessor(e)), keyword_source::accessor};
+      else {
+        (void)keyword_accessor_has_wrong_type<keyword<Name, T>, R>::ok;
+        return fallback();
+      }
+    }
+  } else if constexpr (Probe::template has_field<E>()) {
+    using F = std::remove_cvref_t<decltype(Probe::field(e))>;
+    if constexpr (Reads == keyword_reads::accessor_only) {
+      (void)schedules_come_from_an_accessor<Probe::template field_ptr<E>()>::ok;
+      return fallback();
+    } else if constexpr (generic) {
+      if constexpr (keyword_accepts<Name>::template test<F>) return resolved<F>{Probe::field(e), keyword_source::field};
+      else {
+        (void)keyword_field_has_wrong_type<keyword<Name, T>, F>::ok;
+        return fallback();
+      }
+    } else {
+      if constexpr (keyword_converts<T, F const&>) return resolved<T>{keyword_convert<T>(Probe::field(e)), keyword_source::field};
+      else {
+        (void)keyword_field_has_wrong_type<keyword<Name, T>, F>::ok;
+        return fallback();
+      }
+    }
+  } else {
+    return fallback();
+  }
+}
+
+// A construction fact: the keyword's value, else the default.
+template <fixed_string Name, class T, class MakeDefault, class... Args>
+auto resolve_fact(MakeDefault make_default, Args const&... args) {
+  if constexpr (has_keyword<Name, Args...>()) {
+    auto const& v = get_keyword<Name>(args...);
+    using V = std::remove_cvref_t<decltype(v)>;
+    return resolved<V>{v, keyword_source::keyword};
+  } else if constexpr (std::is_void_v<T>) {
+    return resolved<std::decay_t<decltype(make_default())>>{make_default(), keyword_source::fallback};
+  } else {
+    return resolved<T>{static_cast<T>(make_default()), keyword_source::fallback};
+  }
+}
+
+}  // namespace detail
+
+// NITRO_DETAIL_KEYWORD_PROBE(name): nitro::detail::kw_<name>::probe, which finds and reads a
+// member of that name.
+#define NITRO_DETAIL_KEYWORD_PROBE(KW_NAME)                                                               \
+  namespace detail::kw_##KW_NAME {                                                                        \
+  struct probe_base { int KW_NAME; };                                                                     \
+  template <class E> struct probe_of : E, probe_base {};                                                  \
+  struct probe {                                                                                          \
+    template <class E> static constexpr bool has_member() {                                               \
+      if constexpr (::std::is_class_v<E> && !::std::is_final_v<E>) return !requires { &probe_of<E>::KW_NAME; }; \
+      else return false;                                                                                  \
+    }                                                                                                     \
+    template <class E> static constexpr bool has_accessor() {                                             \
+      if constexpr (has_member<E>()) return requires(E const& e) { e.KW_NAME(); };                        \
+      else return false;                                                                                  \
+    }                                                                                                     \
+    template <class E> static constexpr bool has_field() {                                                \
+      if constexpr (has_member<E>() && !has_accessor<E>())                                                \
+        return ::std::is_member_object_pointer_v<decltype(&E::KW_NAME)>;                                  \
+      else return false;                                                                                  \
+    }                                                                                                     \
+    template <class E> static decltype(auto) accessor(E const& e) { return e.KW_NAME(); }                 \
+    template <class E> static auto const& field(E const& e) { return e.KW_NAME; }                         \
+    template <class E> static constexpr auto field_ptr() { return &E::KW_NAME; }                          \
+  };                                                                                                      \
   }
 
-// The typed run keywords (the others are generic: their types come from later rooms).
+// NITRO_DETAIL_RUN_KEYWORD(name, Type, default...): the keyword object nitro::kw::name (also
+// nitro::name) and its resolver nitro::resolve_name(e, args...) -> resolved<Type>.
+#define NITRO_DETAIL_RUN_KEYWORD(KW_NAME, Type, ...)                                                      \
+  namespace kw { inline constexpr ::nitro::keyword<#KW_NAME, Type> KW_NAME{}; }                             \
+  using kw::KW_NAME;                                                                                      \
+  NITRO_DETAIL_KEYWORD_PROBE(KW_NAME)                                                                     \
+  template <class E, class... Args>                                                                      \
+  auto resolve_##KW_NAME(E const& e, Args const&... args) {                                               \
+    return ::nitro::detail::resolve_run_keyword<#KW_NAME, Type, ::nitro::detail::keyword_reads::accessor_and_field, \
+                                                detail::kw_##KW_NAME::probe>(                             \
+        e, [] { return Type(__VA_ARGS__); }, args...);                                                    \
+  }
+
+// NITRO_DETAIL_GENERIC_KEYWORD(name, reads, default-expression): a keyword that keeps its value's
+// type (checked by keyword_accepts<"name">). Only in nitro::kw (the plain names are taken).
+#define NITRO_DETAIL_GENERIC_KEYWORD(KW_NAME, Reads, ...)                                                 \
+  namespace kw { inline constexpr ::nitro::keyword<#KW_NAME> KW_NAME{}; }                                   \
+  NITRO_DETAIL_KEYWORD_PROBE(KW_NAME)                                                                     \
+  template <class E, class... Args>                                                                      \
+  auto resolve_##KW_NAME(E const& e, Args const&... args) {                                               \
+    return ::nitro::detail::resolve_run_keyword<#KW_NAME, void, ::nitro::detail::keyword_reads::Reads,      \
+                                                detail::kw_##KW_NAME::probe>(                             \
+        e, [] { return __VA_ARGS__; }, args...);                                                          \
+  }
+
+// NITRO_DETAIL_CONSTRUCTION_FACT(name, Type or void, default-expression): a keyword without an
+// accessor; nitro::resolve_name(args...).
+#define NITRO_DETAIL_CONSTRUCTION_FACT(KW_NAME, Type, ...)                                                \
+  namespace kw { inline constexpr ::nitro::keyword<#KW_NAME, Type> KW_NAME{}; }                             \
+  template <class... Args>                                                                               \
+  auto resolve_##KW_NAME(Args const&... args) {                                                           \
+    return ::nitro::detail::resolve_fact<#KW_NAME, Type>([] { return __VA_ARGS__; }, args...);              \
+  }
+
+// ---- the typed run keywords ---------------------------------------------------------------------------
 NITRO_DETAIL_RUN_KEYWORD(seed, std::uint64_t, 1)
 NITRO_DETAIL_RUN_KEYWORD(run_dir, std::string, "runs")
 NITRO_DETAIL_RUN_KEYWORD(n_devs, int, 1)
@@ -150,9 +402,240 @@ NITRO_DETAIL_RUN_KEYWORD(check_divergence, bool, true)
 NITRO_DETAIL_RUN_KEYWORD(autolog_schedules, bool, true)
 NITRO_DETAIL_RUN_KEYWORD(log_every_n_steps, int, 50)
 NITRO_DETAIL_RUN_KEYWORD(eval_loss, bool, true)
+NITRO_DETAIL_RUN_KEYWORD(early_stop, early_stopping, )       // = 5, or early_stopping{.patience, .min_delta}
+NITRO_DETAIL_RUN_KEYWORD(monitor, monitor_spec, )            // = "valid.acc", or nitro::maximize("valid.acc")
+NITRO_DETAIL_RUN_KEYWORD(ema, ema_options, )                 // = 0.999, or ema_options{.decay, .warmup, ...}
 
-// Not run keywords in the note's sense (no keyword), but resolved the same way from the
-// experiment: the batch size and the base learning rate (learning_rate(e), or a field `lr`).
+// Not a run keyword of the note, but resolved the same way: the batch size.
 NITRO_DETAIL_RUN_KEYWORD(batch_size, std::int64_t, 128)
+
+// ---- the generic run keywords ---------------------------------------------------------------------------
+NITRO_DETAIL_GENERIC_KEYWORD(logger, accessor_and_field, ::nitro::default_loggers)
+NITRO_DETAIL_GENERIC_KEYWORD(checkpointer, accessor_and_field, ::nitro::framework_default{})
+NITRO_DETAIL_GENERIC_KEYWORD(schedules, accessor_only, ::nitro::framework_default{})
+using kw::logger;
+using kw::schedules;
+
+// ---- construction facts --------------------------------------------------------------------------------
+// `data` is nitro::kw::data (defined beside the handle); its resolution lives there.
+NITRO_DETAIL_CONSTRUCTION_FACT(weights, void, ::nitro::not_given{})
+NITRO_DETAIL_CONSTRUCTION_FACT(resume, void, ::nitro::not_given{})
+NITRO_DETAIL_CONSTRUCTION_FACT(run_ref, void, ::nitro::not_given{})
+NITRO_DETAIL_CONSTRUCTION_FACT(w0, void, ::nitro::not_given{})
+NITRO_DETAIL_CONSTRUCTION_FACT(restore_optimizer, bool, true)
+NITRO_DETAIL_CONSTRUCTION_FACT(restore_best, void, ::nitro::not_given{})
+NITRO_DETAIL_CONSTRUCTION_FACT(eval_weights, void, ::nitro::not_given{})
+NITRO_DETAIL_CONSTRUCTION_FACT(load_ema, bool, true)
+using kw::weights;
+using kw::resume;
+using kw::run_ref;
+using kw::w0;
+using kw::restore_optimizer;
+using kw::restore_best;
+using kw::eval_weights;
+using kw::load_ema;
+
+// `checkpoint = path` is the deprecated spelling of `weights = path`.
+namespace kw {
+[[deprecated("nitro::kw::checkpoint is the deprecated spelling of nitro::weights: write nitro::weights = \"path\"")]]
+inline constexpr keyword<"checkpoint"> checkpoint{};
+}  // namespace kw
+
+// weights, or its deprecated spelling checkpoint; given as both is E-KW-005.
+template <class... Args>
+auto resolve_weights_or_checkpoint(Args const&... args) {
+  if constexpr (has_keyword<"checkpoint", Args...>()) {
+    if constexpr (has_keyword<"weights", Args...>()) {
+      (void)run_keyword_given_twice<typename detail::dependent_type<keyword<"weights">, Args...>::type, keyword<"checkpoint">>::ok;
+    }
+    auto const& v = get_keyword<"checkpoint">(args...);
+    return resolved<std::remove_cvref_t<decltype(v)>>{v, keyword_source::keyword};
+  } else {
+    return resolve_weights(args...);
+  }
+}
+
+namespace detail {
+
+inline constexpr std::string_view run_keyword_names[] = {
+    "seed", "run_dir", "n_devs", "accum", "max_epochs", "schedules", "gradient_clip_norm", "check_divergence",
+    "autolog_schedules", "log_every_n_steps", "logger", "checkpointer", "early_stop", "monitor", "eval_loss", "ema",
+    "batch_size", "data", "weights", "checkpoint", "resume", "run_ref", "w0", "restore_optimizer", "restore_best",
+    "eval_weights", "load_ema"};
+
+constexpr bool known_keyword_name(std::string_view n) noexcept {
+  for (auto k : run_keyword_names)
+    if (k == n) return true;
+  return false;
+}
+
+template <class Arg, std::size_t Position, class... Args>
+constexpr bool check_keyword_arg() {
+  if constexpr (!is_keyword_arg<Arg>::value) {
+    return not_a_run_keyword<Arg, Position>::ok;
+  } else if constexpr (!known_keyword_name(Arg::name.view())) {
+    return unknown_run_keyword<keyword<Arg::name, typename Arg::value_type>, Position>::ok;
+  } else if constexpr (count_keyword<Arg::name, Args...>() > 1) {
+    return run_keyword_given_twice<keyword<Arg::name, typename Arg::value_type>, keyword<Arg::name, typename Arg::value_type>>::ok;
+  } else {
+    return true;
+  }
+}
+
+template <class V>
+constexpr bool value_is_default() noexcept {
+  return std::is_same_v<V, framework_default> || std::is_same_v<V, not_given>;
+}
+
+// The data fact's source, mirroring the handle: the keyword, else build_data(), else a field.
+template <class E, class... Args>
+keyword_record data_record(E const& e, Args const&... args) {
+  if constexpr (has_keyword<"data", Args...>()) return {"data", keyword_text(get_keyword<"data">(args...)), keyword_source::keyword, true, {}};
+  else if constexpr (requires { e.build_data(); }) return {"data", "build_data()", keyword_source::accessor, true, {}};
+  else if constexpr (requires { e.data.splits; }) return {"data", keyword_text(e.data), keyword_source::field, true, {}};
+  else return {"data", "none", keyword_source::fallback, true, {}};
+}
+
+}  // namespace detail
+
+// Every run keyword and construction fact of one handle, resolved.
+template <class E, class... Args>
+struct run_keywords {
+  static_assert([]<std::size_t... I>(std::index_sequence<I...>) {
+    return (detail::check_keyword_arg<std::remove_cvref_t<Args>, I + 2, Args...>() && ...);
+  }(std::index_sequence_for<Args...>{}));
+
+  resolved<std::uint64_t> seed;
+  resolved<std::string> run_dir;
+  resolved<int> n_devs;
+  resolved<int> accum;
+  resolved<int> max_epochs;
+  decltype(resolve_schedules(std::declval<E const&>(), std::declval<Args const&>()...)) schedules;
+  resolved<double> gradient_clip_norm;
+  resolved<bool> check_divergence;
+  resolved<bool> autolog_schedules;
+  resolved<int> log_every_n_steps;
+  decltype(resolve_logger(std::declval<E const&>(), std::declval<Args const&>()...)) logger;
+  decltype(resolve_checkpointer(std::declval<E const&>(), std::declval<Args const&>()...)) checkpointer;
+  resolved<early_stopping> early_stop;
+  resolved<monitor_spec> monitor;
+  resolved<bool> eval_loss;
+  resolved<ema_options> ema;
+  resolved<std::int64_t> batch_size;
+
+  decltype(resolve_weights_or_checkpoint(std::declval<Args const&>()...)) weights;
+  decltype(resolve_resume(std::declval<Args const&>()...)) resume;
+  decltype(resolve_run_ref(std::declval<Args const&>()...)) run_ref;
+  decltype(resolve_w0(std::declval<Args const&>()...)) w0;
+  resolved<bool> restore_optimizer;
+  decltype(resolve_restore_best(std::declval<Args const&>()...)) restore_best;
+  decltype(resolve_eval_weights(std::declval<Args const&>()...)) eval_weights;
+  resolved<bool> load_ema;
+  keyword_record data;
+  bool checkpoint_spelling = false;  // weights came as the deprecated `checkpoint`
+
+  explicit run_keywords(E const& e, Args const&... args)
+      : seed(resolve_seed(e, args...)),
+        run_dir(resolve_run_dir(e, args...)),
+        n_devs(resolve_n_devs(e, args...)),
+        accum(resolve_accum(e, args...)),
+        max_epochs(resolve_max_epochs(e, args...)),
+        schedules(resolve_schedules(e, args...)),
+        gradient_clip_norm(resolve_gradient_clip_norm(e, args...)),
+        check_divergence(resolve_check_divergence(e, args...)),
+        autolog_schedules(resolve_autolog_schedules(e, args...)),
+        log_every_n_steps(resolve_log_every_n_steps(e, args...)),
+        logger(resolve_logger(e, args...)),
+        checkpointer(resolve_checkpointer(e, args...)),
+        early_stop(resolve_early_stop(e, args...)),
+        monitor(resolve_monitor(e, args...)),
+        eval_loss(resolve_eval_loss(e, args...)),
+        ema(resolve_ema(e, args...)),
+        batch_size(resolve_batch_size(e, args...)),
+        weights(resolve_weights_or_checkpoint(args...)),
+        resume(resolve_resume(args...)),
+        run_ref(resolve_run_ref(args...)),
+        w0(resolve_w0(args...)),
+        restore_optimizer(resolve_restore_optimizer(args...)),
+        restore_best(resolve_restore_best(args...)),
+        eval_weights(resolve_eval_weights(args...)),
+        load_ema(resolve_load_ema(args...)),
+        data(detail::data_record(e, args...)),
+        checkpoint_spelling(has_keyword<"checkpoint", Args...>()) {}
+
+  // Values a type cannot rule out: E-KW-007 (and the options' own codes).
+  void validate() const {
+    auto bad = [](char const* name, std::string const& value, keyword_source src, char const* need) {
+      throw error("E-KW-007", std::string("the run keyword ") + name + " is " + value + " (from the " + to_string(src) + ")",
+                  std::string("use ") + need);
+    };
+    if (n_devs.value < 1) bad("n_devs", std::to_string(n_devs.value), n_devs.source, "1 or more devices");
+    if (accum.value < 1) bad("accum", std::to_string(accum.value), accum.source, "1 or more batches per optimizer step");
+    if (max_epochs.value < 0) bad("max_epochs", std::to_string(max_epochs.value), max_epochs.source, "0 or more epochs");
+    if (!(gradient_clip_norm.value >= 0)) bad("gradient_clip_norm", keyword_text(gradient_clip_norm.value), gradient_clip_norm.source, "0 (off) or a positive norm");
+    if (log_every_n_steps.value < 1) bad("log_every_n_steps", std::to_string(log_every_n_steps.value), log_every_n_steps.source, "1 or more steps");
+    if (batch_size.value < 1) bad("batch_size", std::to_string(batch_size.value), batch_size.source, "1 or more samples");
+    if (run_dir.value.empty()) bad("run_dir", "empty", run_dir.source, "a directory such as \"runs\"");
+    if (monitor.value.name().empty()) bad("monitor", "\"" + monitor.value.metric + "\"", monitor.source, "a metric such as \"valid.loss\"");
+    ema.value.validate();
+    early_stop.value.validate();
+  }
+
+  // One record per keyword: the sixteen in the note's order, batch_size, then the facts.
+  std::vector<keyword_record> records() const {
+    std::vector<keyword_record> r;
+    auto add = [&](char const* name, auto const& res, bool fact = false, std::string note = {}) {
+      r.push_back({name, keyword_text(res.value), res.source, fact, std::move(note)});
+    };
+    add("seed", seed);
+    add("run_dir", run_dir);
+    add("n_devs", n_devs);
+    add("accum", accum);
+    add("max_epochs", max_epochs);
+    add("schedules", schedules);
+    add("gradient_clip_norm", gradient_clip_norm);
+    add("check_divergence", check_divergence);
+    add("autolog_schedules", autolog_schedules);
+    add("log_every_n_steps", log_every_n_steps);
+    add("logger", logger);
+    add("checkpointer", checkpointer);
+    add("early_stop", early_stop);
+    add("monitor", monitor);
+    add("eval_loss", eval_loss);
+    add("ema", ema);
+    add("batch_size", batch_size);
+    r.push_back(data);
+    add("weights", weights, true, checkpoint_spelling ? "given as `checkpoint`, the deprecated spelling of weights" : "");
+    add("resume", resume, true);
+    add("run_ref", run_ref, true);
+    add("w0", w0, true);
+    add("restore_optimizer", restore_optimizer, true);
+    add("restore_best", restore_best, true);
+    add("eval_weights", eval_weights, true);
+    add("load_ema", load_ema, true);
+    return r;
+  }
+};
+template <class E, class... Args>
+run_keywords(E const&, Args const&...) -> run_keywords<E, Args...>;
+
+// The records as an aligned table (show, explain).
+inline std::string keyword_table(std::vector<keyword_record> const& records, std::string const& indent = "  ") {
+  std::size_t w = 0, v = 0;
+  for (auto const& k : records) {
+    w = std::max(w, k.name.size());
+    v = std::max(v, k.value.size());
+  }
+  v = std::min<std::size_t>(v, 48);
+  std::string s;
+  for (auto const& k : records) {
+    std::string line = indent + k.name + std::string(w - k.name.size() + 2, ' ') + k.value;
+    if (k.value.size() < v) line += std::string(v - k.value.size(), ' ');
+    line += "  " + std::string(to_string(k.source));
+    if (!k.note.empty()) line += "  (" + k.note + ")";
+    s += line + "\n";
+  }
+  return s;
+}
 
 }  // namespace nitro

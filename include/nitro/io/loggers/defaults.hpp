@@ -1,0 +1,34 @@
+// nitro/io/loggers/defaults.hpp — the framework's loggers, when the `logger` keyword asks for them.
+//
+//   logger_set s = nitro::to_logger_set(kw.logger.value);   // the keyword (default: nitro::default_loggers)
+//   s = nitro::with_default_loggers(std::move(s), info);     // before run_control::begin
+//
+// default_loggers is the console (a progress bar on a terminal, plain lines elsewhere) and, when
+// the run has a directory (run_info::dir), the run's files there: metrics.jsonl, metrics.csv and
+// a TensorBoard event file — DESIGN.md §4's record of a run.
+#pragma once
+
+#include "nitro/io/loggers/console.hpp"
+#include "nitro/io/loggers/csv.hpp"
+#include "nitro/io/loggers/jsonl.hpp"
+#include "nitro/io/loggers/tensorboard.hpp"
+#include "nitro/train/logger.hpp"
+
+#include <utility>  // move
+
+namespace nitro {
+
+inline logger_set with_default_loggers(logger_set s, run_info const& info) {
+  if (!s.wants_defaults()) return s;
+  logger_set out;
+  out.add(console_logger());
+  if (!info.dir.empty()) {
+    out.add(jsonl_logger("metrics.jsonl"));
+    out.add(csv_logger("metrics.csv"));
+    out.add(tensorboard_logger());
+  }
+  for (auto const& l : s.loggers()) out.add(l);
+  return out;
+}
+
+}  // namespace nitro
