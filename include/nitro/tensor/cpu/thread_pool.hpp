@@ -1,50 +1,80 @@
 // nitro/tensor/cpu/thread_pool.hpp — the CPU backend's worker threads.
 //
-// A fixed set of threads started once per process; parallel_for(n, f) runs f(0..n-1) with the
-// calling thread taking part, and returns when all are done. Workers spin briefly before sleeping,
-// so the products of one training step (a few hundred microseconds each) are not paced by
-// wake-ups. No allocation per call. The size is NITRO_NUM_THREADS, else the hardware's count.
+// A fixed set of threads started once per process. parallel_for(n, f) runs f(0..n-1): the calling
+// thread takes part, every thread takes the next index from one shared counter, and the call
+// returns when all n are done — so a worker that starts late simply takes fewer, and nobody waits
+// for a share assigned in advance. A training step hands work over hundreds of times a second, so
+// the hand-off must cost about a microsecond: an idle worker watches for the next region with the
+// CPU's pause instruction (no system call) for a while (spin_window) and only then sleeps on a
+// condition variable; a caller wakes sleepers only when there are some. Nothing is
+// allocated per call. Size: NITRO_NUM_THREADS, else the hardware's count.
 #pragma once
 
+#include "nitro/core/error.hpp"
+
 #include <atomic>              // the hand-off
+#include <chrono>              // spin window
 #include <condition_variable>  // sleeping workers
-#include <cstdlib>             // getenv
-#include <functional>          // the task
 #include <mutex>               // sleeping workers
-#include <string>              // stoi
+#include <cstdint>             // uint32_t
+#include <cstdlib>             // getenv, strtol
+#include <string>              // messages
 #include <thread>              // workers
+#include <type_traits>         // remove_reference_t
 #include <vector>              // workers
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>  // _mm_pause
+#endif
 
 namespace nitro::cpu {
 
+namespace detail {
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+}  // namespace detail
+
 class thread_pool {
  public:
+  // How long an idle worker keeps watching for work before it sleeps.
+  static constexpr std::chrono::microseconds spin_window{300};
+
   explicit thread_pool(int threads) : m_size(threads < 1 ? 1 : threads) {
-    for (int i = 1; i < m_size; ++i) m_workers.emplace_back([this, i] { work(i); });
+    m_workers.reserve(static_cast<std::size_t>(m_size - 1));
+    for (int i = 1; i < m_size; ++i) m_workers.emplace_back([this] { work(); });
   }
   ~thread_pool() {
-    {
-      std::lock_guard<std::mutex> lock(m_mutex);
-      m_stop = true;
-      m_generation.fetch_add(1);
-    }
-    m_cv.notify_all();
+    m_stop.store(true);
+    wake();
     for (auto& t : m_workers) t.join();
   }
   thread_pool(thread_pool const&) = delete;
   thread_pool& operator=(thread_pool const&) = delete;
 
   int size() const noexcept { return m_size; }
+  // Is the calling thread running a task of a region? (Then parallel_for runs inline.)
+  static bool inside() noexcept { return t_inside; }
 
-  // Runs f(i) for i in [0, n); the caller runs a share. Not reentrant: a task must not call it.
+  // Runs f(i) for every i in [0, n), each exactly once, on the pool's threads and the caller.
+  // A task that calls parallel_for runs that inner loop inline. Regions from different calling
+  // threads take turns.
   template <class F>
   void parallel_for(int n, F&& f) {
-    if (n <= 1 || m_size == 1 || t_inside) {
+    if (n <= 0) return;
+    if (n == 1 || m_size == 1 || t_inside) {
       for (int i = 0; i < n; ++i) f(i);
       return;
     }
-    std::lock_guard<std::mutex> call(m_call);  // one parallel region at a time
-    // A worker late from the previous region may still call fetch_add: park the counter out of
+    for (int spins = 0; m_busy.exchange(true, std::memory_order_acquire); ++spins) {  // one region at a time
+      if (spins < 4096) detail::cpu_relax();
+      else std::this_thread::yield();
+    }
+    // A worker still leaving the previous region may call fetch_add on m_next: park it out of
     // range while the task is written, then open it.
     m_next.store(1 << 30);
     m_task_f.store(static_cast<void*>(&f));
@@ -52,24 +82,30 @@ class thread_pool {
     m_count.store(n);
     m_done.store(0);
     m_next.store(0);
-    {
-      std::lock_guard<std::mutex> lock(m_mutex);
-      m_generation.fetch_add(1, std::memory_order_release);
-    }
-    m_cv.notify_all();
+    wake();
     run_tasks();
-    while (m_done.load() < n) std::this_thread::yield();
+    for (int spins = 0; m_done.load(std::memory_order_acquire) < n; ++spins) {
+      if (spins < 4096) detail::cpu_relax();
+      else std::this_thread::yield();  // a worker holding a task was descheduled
+    }
+    m_busy.store(false, std::memory_order_release);
   }
 
   static thread_pool& instance() {
     static thread_pool pool(default_size());
     return pool;
   }
+  // NITRO_NUM_THREADS when set (a whole number >= 1), else the hardware's thread count.
   static int default_size() {
     if (char const* s = std::getenv("NITRO_NUM_THREADS"); s && *s) {
-      try { return std::max(1, std::stoi(s)); } catch (...) { return 1; }
+      char* end = nullptr;
+      const long v = std::strtol(s, &end, 10);
+      if (*end != '\0' || v < 1 || v > 1024)
+        throw error("E-CPU-001", std::string("NITRO_NUM_THREADS='") + s + "' is not a whole number of threads between 1 and 1024",
+                    "set NITRO_NUM_THREADS to the number of threads the CPU backend may use (e.g. 2), or unset it to use every hardware thread");
+      return static_cast<int>(v);
     }
-    unsigned h = std::thread::hardware_concurrency();
+    const unsigned h = std::thread::hardware_concurrency();
     return h == 0 ? 1 : static_cast<int>(h);
   }
 
@@ -78,21 +114,37 @@ class thread_pool {
     t_inside = true;
     for (int i; (i = m_next.fetch_add(1)) < m_count.load();) {
       m_task_call.load()(m_task_f.load(), i);
-      m_done.fetch_add(1);
+      m_done.fetch_add(1, std::memory_order_release);
     }
     t_inside = false;
   }
-  void work(int) {
-    unsigned long seen = 0;
+  // Opens a region (or the way out) to every worker: bump the generation; wake the sleepers, if
+  // any. (Seq-cst order: either the caller sees a worker's m_sleepers increment, or that worker
+  // sees the new generation before it sleeps.)
+  void wake() {
+    m_generation.fetch_add(1);
+    if (m_sleepers.load() > 0) {
+      std::lock_guard<std::mutex> lock(m_sleep_mutex);
+      m_sleep_cv.notify_all();
+    }
+  }
+  void work() {
+    std::uint32_t seen = 0;  // the generation at construction: a worker that starts late still sees every bump
     while (true) {
-      // spin a little for the next region, then sleep
-      for (int spin = 0; spin < 20000 && m_generation.load(std::memory_order_acquire) == seen; ++spin) std::this_thread::yield();
-      if (m_generation.load(std::memory_order_acquire) == seen) {
-        std::unique_lock<std::mutex> lock(m_mutex);
-        m_cv.wait(lock, [&] { return m_generation.load() != seen; });
+      // watch for the next region for a while, then sleep until a caller bumps the generation
+      auto until = std::chrono::steady_clock::now() + spin_window;
+      for (int spins = 1; m_generation.load(std::memory_order_acquire) == seen; ++spins) {
+        detail::cpu_relax();
+        if (spins % 256 == 0 && std::chrono::steady_clock::now() > until) {
+          std::unique_lock<std::mutex> lock(m_sleep_mutex);
+          m_sleepers.fetch_add(1);
+          m_sleep_cv.wait(lock, [&] { return m_generation.load() != seen; });
+          m_sleepers.fetch_sub(1);
+          until = std::chrono::steady_clock::now() + spin_window;
+        }
       }
       seen = m_generation.load(std::memory_order_acquire);
-      if (m_stop) return;
+      if (m_stop.load()) return;
       run_tasks();
     }
   }
@@ -100,13 +152,14 @@ class thread_pool {
   static inline thread_local bool t_inside = false;
   int m_size;
   std::vector<std::thread> m_workers;
-  std::mutex m_mutex, m_call;
-  std::condition_variable m_cv;
-  std::atomic<unsigned long> m_generation{0};
+  std::atomic<std::uint32_t> m_generation{0};
+  std::atomic<int> m_sleepers{0};
+  std::mutex m_sleep_mutex;
+  std::condition_variable m_sleep_cv;
+  std::atomic<bool> m_busy{false}, m_stop{false};
   std::atomic<int> m_next{1 << 30}, m_done{0}, m_count{0};
   std::atomic<void*> m_task_f{nullptr};
   std::atomic<void (*)(void*, int)> m_task_call{nullptr};
-  bool m_stop = false;
 };
 
 }  // namespace nitro::cpu
