@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <csignal>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -96,6 +97,11 @@ using other_store_t = nitro::param_store<other_model_t::param_spec>;
 
 void fill(store_t& s, float base) {
   for (std::int64_t k = 0; k < store_t::size; ++k) s.values()[k] = base + 0.25f * static_cast<float>(k);
+}
+bool same_leaves(store_t const& a, store_t const& b) {
+  for (auto const& li : store_t::leaves)
+    if (std::memcmp(a.values() + li.offset, b.values() + li.offset, sizeof(float) * static_cast<std::size_t>(li.numel)) != 0) return false;
+  return true;
 }
 
 }  // namespace ckpt_test
@@ -365,7 +371,13 @@ TEST_CASE("atomic_file: a writer killed with SIGKILL at random moments leaves th
     if (pid == 0) {  // the writer: new versions until killed
       for (std::uint32_t v = first;; ++v) nitro::atomic_write(target, content(v));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20 + gen() % 80));
+    // wait for the writer to replace the file once (however slow fsync is here), then kill it at
+    // a random moment of the writes that follow
+    auto inode = [&] { struct stat st{}; return ::stat(target.c_str(), &st) == 0 ? st.st_ino : ino_t(0); };
+    const ino_t before = inode();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (inode() == before && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    std::this_thread::sleep_for(std::chrono::microseconds(gen() % 30000));
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
@@ -412,6 +424,41 @@ TEST_CASE("checkpoint tensors: a model's leaves go out by keypath and come back 
   extra.add("params.layer_9.weight", &stray, nitro::shape{1});
   CHECK(code_of([&] { nitro::load_store(nitro::safetensors_file::parse(extra.bytes(), "x"), "params.", b); }) == "E-CKPT-014");
   CHECK(code_of([&] { nitro::load_store(f, "ema.", b); }) == "E-CKPT-011");
+}
+
+TEST_CASE("checkpoint tensors: load_model takes nitro's params./state. keys or a foreign file's bare keypaths") {
+  using empty_t = nitro::param_store<nitro::tree<>>;
+  store_t a;
+  fill(a, 2.0f);
+  empty_t no_state(false);
+  nitro::safetensors_writer nitro_file;
+  nitro::add_store(nitro_file, "params.", a);
+  store_t b;
+  nitro::load_model(nitro::safetensors_file::parse(nitro_file.bytes(), "n"), b, no_state);
+  CHECK(same_leaves(a, b));
+
+  // as a PyTorch user would name them: "layer_1.weight", ... (no prefix, no nitro metadata)
+  std::string header = "{";
+  std::string data;
+  std::uint64_t at = 0;
+  for (auto const& li : store_t::leaves) {
+    std::string shape = "[";
+    for (int d = li.rank - 1; d >= 0; --d) shape += std::to_string(li.dims[static_cast<std::size_t>(d)]) + (d ? "," : "");
+    header += (at ? "," : "") + ("\"" + std::string(li.keypath) + "\":{\"dtype\":\"F32\",\"shape\":" + shape + "],\"data_offsets\":[" +
+                                 std::to_string(at) + "," + std::to_string(at + 4 * li.numel) + "]}");
+    data.append(reinterpret_cast<char const*>(a.values() + li.offset), static_cast<std::size_t>(4 * li.numel));
+    at += static_cast<std::uint64_t>(4 * li.numel);
+  }
+  header += "}";
+  store_t c;
+  nitro::load_model(nitro::safetensors_file::parse(raw_file(header, data), "torch.safetensors"), c, no_state);
+  CHECK(same_leaves(a, c));
+
+  std::string extra_header = header.substr(0, header.size() - 1) + ",\"head.weight\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[" +
+                             std::to_string(at) + "," + std::to_string(at + 4) + "]}}";
+  std::string what;
+  CHECK(code_of([&] { nitro::load_model(nitro::safetensors_file::parse(raw_file(extra_header, data + floats({1})), "t"), c, no_state); }, &what) == "E-CKPT-014");
+  CHECK(what.find("head.weight") != std::string::npos);
 }
 
 TEST_CASE("checkpoint info: position, seed, metrics and records survive the file; foreign files are refused") {
@@ -509,6 +556,15 @@ TEST_CASE("checkpointer: retention keeps Last(k) and Best(k) by the monitor; the
     CHECK(code_of([&] { ck.save(w, {.step = 60, .metrics = {{"valid.acc", 0.9}}}); }, &what) == "E-CKPT-019");
     CHECK(what.find("valid.acc") != std::string::npos);
   }
+  {  // a checkpoint before any evaluation carries no metrics: it is kept as the latest, never as the best
+    auto plain = dir / "no-metrics";
+    nitro::checkpointer ck(plain, {.every = nitro::every_steps(1), .keep_last = 1, .keep_best = 1, .monitor = "valid.loss"});
+    save(ck, 1, 0.9);
+    nitro::safetensors_writer w;
+    ck.save(w, {.step = 2});
+    CHECK(steps_of(ck.index().entries) == std::vector<std::int64_t>{1, 2});
+    CHECK(steps_of(ck.index().best(1)) == std::vector<std::int64_t>{1});
+  }
   auto j = nlohmann::json::parse(slurp(dir / "index.json"));
   CHECK(j["format"] == "nitro.checkpoint-index");
   CHECK(j["monitor"] == "valid.loss");
@@ -597,6 +653,9 @@ TEST_CASE("average_checkpoints: the mean of floating tensors; integers must agre
 
 // ==================================================================================== grammar ==
 namespace ckpt_test {
+// keyword objects as values (nitro::ema, nitro::weights have the same shape: a static name)
+struct ema_keyword { static constexpr nitro::fixed_string name{"ema"}; };
+struct weights_keyword { static constexpr nitro::fixed_string name{"weights"}; };
 struct other_handle {  // anything with run_directory() names a run
   fs::path dir;
   fs::path run_directory() const { return dir; }
@@ -645,6 +704,15 @@ TEST_CASE("grammar: every form reads as written") {
   CHECK(code_of([] { (void)Best(0); }, &what) == "E-CKPT-025");
   CHECK(code_of([] { (void)Last(-2); }) == "E-CKPT-025");
   CHECK(code_of([] { (void)nitro::run_id(""); }) == "E-CKPT-021");
+
+  // restore_best, eval_weights, w0
+  CHECK_FALSE(nitro::to_restore_ref(false).has_value());
+  CHECK(nitro::to_restore_ref(true)->to_string() == "Best(1)");
+  CHECK(nitro::to_restore_ref(Average(Last(10)))->to_string() == "Average(Last(10))");
+  CHECK(nitro::to_eval_weights_ref(ema_keyword{}).ema);
+  CHECK(nitro::to_eval_weights_ref(Average(Best(2))).to_string() == "Average(Best(2))");
+  CHECK(nitro::is_weights_keyword_v<weights_keyword>);
+  CHECK_FALSE(nitro::is_weights_keyword_v<ema_keyword>);
 
   std::string warned;
   auto r = nitro::weights_ref::deprecated_checkpoint_path("old.safetensors", [&](std::string_view s) { warned = s; });

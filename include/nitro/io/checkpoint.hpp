@@ -156,8 +156,10 @@ void add_store(safetensors_writer& w, std::string const& prefix, Store const& s)
 // Loads every leaf from `prefix + keypath`: all present, each of the leaf's shape and a floating
 // dtype, and no other tensor under the prefix — checked before anything is copied, so a failure
 // leaves the store as it was.
+namespace detail {
+// The file's tensor for each leaf (checked: present, the leaf's shape, a loadable dtype).
 template <class Store>
-void load_store(safetensors_file const& f, std::string const& prefix, Store& s) {
+std::vector<safetensors_entry const*> match_leaves(safetensors_file const& f, std::string const& prefix) {
   std::vector<safetensors_entry const*> found;
   for (auto const& li : Store::leaves) {
     const std::string name = prefix + std::string(li.keypath);
@@ -166,21 +168,61 @@ void load_store(safetensors_file const& f, std::string const& prefix, Store& s) 
     if (!(e->shape() == want))
       throw error("E-CKPT-012", "tensor '" + name + "' of '" + f.source() + "' has nitro shape " + e->shape().to_string() + " but the model's leaf is " + want.to_string(),
                   "load a checkpoint of this model; a PyTorch [out, in] matrix is nitro's [in, out] reversed, so save its transpose");
-    if (!is_floating(e->dtype) && !std::is_integral_v<std::remove_cvref_t<decltype(*s.values())>>)
+    if (!is_floating(e->dtype))
       throw error("E-CKPT-013", "tensor '" + name + "' of '" + f.source() + "' is " + std::string(to_string(e->dtype)) + ", which does not load into a floating leaf",
                   "save it as F32, F64, F16 or BF16");
     found.push_back(e);
   }
-  for (auto const& e : f.entries()) {
-    if (e.name.rfind(prefix, 0) != 0) continue;
-    bool known = false;
-    for (auto const& li : Store::leaves) known = known || (prefix + std::string(li.keypath)) == e.name;
-    if (!known)
-      throw error("E-CKPT-014", "'" + f.source() + "' has tensor '" + e.name + "', which the model does not have",
-                  "load a checkpoint of this model (the same build_model and GraphConst values)");
-  }
+  return found;
+}
+template <class Store>
+bool is_leaf_name(std::string const& name, std::string const& prefix) {
+  for (auto const& li : Store::leaves)
+    if (name.size() == prefix.size() + li.keypath.size() && name.rfind(prefix, 0) == 0 && name.compare(prefix.size(), std::string::npos, li.keypath) == 0) return true;
+  return false;
+}
+[[noreturn]] inline void unknown_tensor(safetensors_file const& f, std::string const& name) {
+  throw error("E-CKPT-014", "'" + f.source() + "' has tensor '" + name + "', which the model does not have",
+              "load a checkpoint of this model (the same build_model and GraphConst values)");
+}
+template <class Store>
+void copy_leaves(safetensors_file const& f, std::vector<safetensors_entry const*> const& found, Store& s) {
   std::size_t i = 0;
   for (auto const& li : Store::leaves) f.copy_to(*found[i++], s.values() + li.offset, li.numel);
+}
+}  // namespace detail
+
+template <class Store>
+void load_store(safetensors_file const& f, std::string const& prefix, Store& s) {
+  auto found = detail::match_leaves<Store>(f, prefix);
+  for (auto const& e : f.entries())
+    if (e.name.rfind(prefix, 0) == 0 && !detail::is_leaf_name<Store>(e.name, prefix)) detail::unknown_tensor(f, e.name);
+  detail::copy_leaves(f, found, s);
+}
+
+// The weights of a model from any file: a nitro file keys them params.<keypath> and
+// state.<keypath>; a file from elsewhere (PyTorch users, say) by the bare keypaths. Every leaf must
+// be there and nothing else of the model's kind may be; all is checked before anything is copied.
+template <class Params, class State>
+void load_model(safetensors_file const& f, Params& ps, State& st) {
+  const bool prefixed = std::any_of(f.entries().begin(), f.entries().end(), [](auto const& e) { return e.name.rfind("params.", 0) == 0; });
+  if (prefixed) {
+    auto p = detail::match_leaves<Params>(f, "params.");
+    auto s = detail::match_leaves<State>(f, "state.");
+    for (auto const& e : f.entries()) {
+      if (e.name.rfind("params.", 0) == 0 && !detail::is_leaf_name<Params>(e.name, "params.")) detail::unknown_tensor(f, e.name);
+      if (e.name.rfind("state.", 0) == 0 && !detail::is_leaf_name<State>(e.name, "state.")) detail::unknown_tensor(f, e.name);
+    }
+    detail::copy_leaves(f, p, ps);
+    detail::copy_leaves(f, s, st);
+    return;
+  }
+  auto p = detail::match_leaves<Params>(f, "");
+  auto s = detail::match_leaves<State>(f, "");
+  for (auto const& e : f.entries())
+    if (!detail::is_leaf_name<Params>(e.name, "") && !detail::is_leaf_name<State>(e.name, "")) detail::unknown_tensor(f, e.name);
+  detail::copy_leaves(f, p, ps);
+  detail::copy_leaves(f, s, st);
 }
 
 // ---- named tensors in and out (an optimizer's state_tensors()) -------------------------------------
@@ -431,7 +473,9 @@ class checkpointer {
   // Writes the checkpoint (the writer's tensors plus the info's metadata), then the index, then
   // removes what the retention no longer keeps. A checkpoint of a step already indexed replaces it.
   checkpoint_entry save(safetensors_writer& w, checkpoint_info info) {
-    if (m_policy.keep_best != 0 && !info.metrics.count(m_policy.monitor)) {
+    // A checkpoint without metrics (a step before the first evaluation) does not rank; metrics that
+    // lack the monitor mean the monitor is misspelt or never evaluated.
+    if (m_policy.keep_best != 0 && !info.metrics.empty() && !info.metrics.count(m_policy.monitor)) {
       std::string have;
       for (auto const& [k, v] : info.metrics) have += (have.empty() ? "" : ", ") + k;
       throw error("E-CKPT-019", "the checkpointer ranks by '" + m_policy.monitor + "' but the metrics given to this checkpoint are {" + have + "}",

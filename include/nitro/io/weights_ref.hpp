@@ -38,6 +38,7 @@
 #include <cstdio>       // the deprecation warning
 #include <filesystem>   // runs directory
 #include <functional>   // warning sink
+#include <optional>     // restore_best, eval_weights
 #include <string>       // ids
 #include <string_view>  // warnings
 #include <type_traits>  // conversions
@@ -257,6 +258,43 @@ resume_ref to_resume_ref(V const& v) {
   }
 }
 
+// ---- restore_best, eval_weights, w0 ------------------------------------------------------------------
+namespace detail {
+// A keyword object (nitro::weights, nitro::ema, ...) given as a value: `w0 = nitro::weights`.
+template <class V>
+constexpr bool is_keyword_object_named(std::string_view name) {
+  if constexpr (requires { V::name.view(); }) return V::name.view() == name;
+  else return false;
+}
+}  // namespace detail
+
+// w0 = nitro::weights: the decay anchor is the weights loaded by `weights`, not build_model's init.
+template <class V>
+inline constexpr bool is_weights_keyword_v = detail::is_keyword_object_named<V>("weights");
+
+// restore_best = true (this run's best checkpoint), false (nothing), or a reference (a bare one
+// names this run: Average(Last(10))). nullopt: nothing to restore.
+template <class V>
+std::optional<weights_ref> to_restore_ref(V const& v) {
+  if constexpr (std::is_same_v<V, bool>) {
+    if (!v) return std::nullopt;
+    return weights_ref(best);
+  } else return to_weights_ref(v);
+}
+
+// eval_weights = nitro::ema (the run's EMA of the weights), or a reference (nitro::best, an
+// Average(Last(n)), a file, another run's checkpoint; a bare checkpoint names this run).
+struct eval_weights_ref {
+  bool ema = false;
+  std::optional<weights_ref> ref;
+  std::string to_string() const { return ema ? "ema" : ref ? ref->to_string() : "the live weights"; }
+};
+template <class V>
+eval_weights_ref to_eval_weights_ref(V const& v) {
+  if constexpr (detail::is_keyword_object_named<V>("ema")) return {true, std::nullopt};
+  else return {false, to_weights_ref(v)};
+}
+
 // ---- resolution ------------------------------------------------------------------------------------
 struct resolve_context {
   std::filesystem::path runs_dir = "runs";
@@ -393,7 +431,11 @@ inline std::vector<candidate> choose(std::vector<candidate> all, std::string con
                   "use Last(n) / nitro::latest, or evaluate the monitored split before each checkpoint");
   } else {
     ranked = std::move(all);
-    std::stable_sort(ranked.begin(), ranked.end(), [](auto const& a, auto const& b) { return a.entry.time_ns > b.entry.time_ns; });  // newest first
+    // newest first: within one run by write order, across runs by write time
+    std::stable_sort(ranked.begin(), ranked.end(), [](auto const& a, auto const& b) {
+      if (a.run == b.run) return a.entry.seq > b.entry.seq;
+      return a.entry.time_ns != b.entry.time_ns ? a.entry.time_ns > b.entry.time_ns : a.entry.seq > b.entry.seq;
+    });
   }
   if (static_cast<std::size_t>(pick.n) > ranked.size())
     throw error("E-CKPT-024", ref + " asks for " + (pick.average ? "the " + std::string(pick.best ? "best " : "latest ") + std::to_string(pick.n) : "checkpoint " + std::to_string(pick.n)) + " but " +
@@ -402,7 +444,10 @@ inline std::vector<candidate> choose(std::vector<candidate> all, std::string con
   std::vector<candidate> out;
   if (pick.average) {
     out.assign(ranked.begin(), ranked.begin() + pick.n);
-    std::stable_sort(out.begin(), out.end(), [](auto const& a, auto const& b) { return a.entry.time_ns < b.entry.time_ns; });  // write order
+    std::stable_sort(out.begin(), out.end(), [](auto const& a, auto const& b) {  // write order
+      if (a.run == b.run) return a.entry.seq < b.entry.seq;
+      return a.entry.time_ns != b.entry.time_ns ? a.entry.time_ns < b.entry.time_ns : a.entry.seq < b.entry.seq;
+    });
   } else {
     out.push_back(ranked[static_cast<std::size_t>(pick.n - 1)]);
   }
