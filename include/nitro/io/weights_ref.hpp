@@ -272,6 +272,20 @@ constexpr bool is_keyword_object_named(std::string_view name) {
 template <class V>
 inline constexpr bool is_weights_keyword_v = detail::is_keyword_object_named<V>("weights");
 
+template <class W0Value, class WeightsGiven>
+struct w0_names_weights_not_given {
+  static_assert(always_false<W0Value, WeightsGiven>,
+                "E-CKPT-103: w0 = nitro::weights anchors decay at the weights the handle loads, but no weights keyword is given. "
+                "Fix: add nitro::weights = \"path\" (or run >> checkpoint), or drop w0 to anchor at build_model's init.");
+  static constexpr bool ok = false;
+};
+// The handle's check: `w0 = nitro::weights` needs `weights` (or its deprecated spelling).
+template <class W0Value, bool WeightsGiven>
+constexpr bool check_w0_weights() {
+  if constexpr (is_weights_keyword_v<W0Value> && !WeightsGiven) return w0_names_weights_not_given<W0Value, std::bool_constant<WeightsGiven>>::ok;
+  else return true;
+}
+
 // restore_best = true (this run's best checkpoint), false (nothing), or a reference (a bare one
 // names this run: Average(Last(10))). nullopt: nothing to restore.
 template <class V>
