@@ -24,7 +24,13 @@
 #include "nitro/nn/layer.hpp"
 #include "nitro/nn/layers/activation.hpp"
 #include "nitro/nn/layers/chain.hpp"
+#include "nitro/nn/layers/conv2d.hpp"
 #include "nitro/nn/layers/dense.hpp"
+#include "nitro/nn/layers/dropout.hpp"
+#include "nitro/nn/layers/embedding.hpp"
+#include "nitro/nn/layers/flatten.hpp"
+#include "nitro/nn/layers/norm.hpp"
+#include "nitro/nn/layers/pool.hpp"
 #include "nitro/nn/losses.hpp"
 
 #include "nitro/io/dataset.hpp"

@@ -63,6 +63,23 @@ struct Mlp {
   auto loss(nitro::Tensor const& y, LossIn const& in) const { return nitro::nn::logitcrossentropy(y, in.label, smoothing); }
 };
 NITRO_EXPERIMENT(Mlp, width, smoothing, batch_size);
+
+// every image layer: convolutions (im2col scratch, threaded chunks), pooling, batch_norm (st_new),
+// dropout (masks from the step's seed), flatten, layer_norm
+struct Cnn {
+  nitro::Device<float> smoothing{0.05f};
+  std::int64_t batch_size = 64;
+  auto build_data() const { return nitro::data::fashion_mnist({.valid = 100, .train_limit = 1280, .test_limit = 100}); }
+  auto build_model() const {
+    namespace nn = nitro::nn;
+    return nn::chain(nn::conv2d<1, 8, 3, 1, 1>(nn::relu), nn::max_pool<2>(), nn::batch_norm<8>(),
+                     nn::conv2d<8, 16, 3, 2, 1>(nn::gelu), nn::avg_pool<2, 1>(), nn::flatten, nn::dropout(0.3),
+                     nn::dense<576, 32>(nn::relu), nn::layer_norm<32>(), nn::dense<32, 10>());
+  }
+  auto forward(auto const& m, auto const& ps, auto const& st, FwdIn const& in) const { return m(in.img, ps, st); }
+  auto loss(nitro::Tensor const& y, LossIn const& in) const { return nitro::nn::logitcrossentropy(y, in.label, smoothing); }
+};
+NITRO_EXPERIMENT(Cnn, smoothing, batch_size);
 }  // namespace alloc_test
 
 TEST_CASE("training steps after the first allocate nothing") {
@@ -90,4 +107,28 @@ TEST_CASE("training steps after the first allocate nothing") {
   g_counting = false;
   std::free(p);
   CHECK(g_allocations.load() == 1);
+}
+
+TEST_CASE("training steps of a CNN (conv, pooling, batch_norm, dropout, layer_norm) after the first allocate nothing") {
+  if (!NITRO_ALLOC_COUNTING) {
+    MESSAGE("skipped: allocation counting is off under AddressSanitizer, which owns malloc");
+    return;
+  }
+  nitro::Nitro h(alloc_test::Cnn{});
+  auto const& split = h.data().split("train");
+  nitro::data::loader<nitro::data::image_batch> ld(split, {.batch_size = 64, .shuffle = true, .drop_last = true, .prefetch = 2, .seed = 1});
+  ld.start_epoch(0);
+  auto running_mean = [&] { return nitro::get<"running_mean">(nitro::get<"layer_3">(h.state())).to_vector(); };
+  const std::vector<float> before = running_mean();
+  g_allocations = 0;
+  long steps = 0;
+  while (auto b = ld.next()) {
+    if (steps == 2) g_counting = true;  // the first steps size the arena, the tape and the products' buffers
+    h.train_step(*b);
+    ++steps;
+  }
+  g_counting = false;
+  CHECK(steps == 20);
+  CHECK(g_allocations.load() == 0);
+  CHECK(running_mean() != before);  // the steps did run batch_norm in training mode
 }

@@ -1,0 +1,92 @@
+// nitro/nn/layers/embedding.hpp — a lookup table of learned vectors, one per token.
+//
+//   nitro::nn::embedding<10000, 64>()    indices [B] -> [64, B];  [L, B] -> [64, L, B]
+//
+// The indices are the input tensor's values (whole numbers stored as floats, 0-based, as a data
+// set's batch carries them); the output puts Dim in front of the input's extents. The weight is
+// param<Dim, Vocab>: one contiguous column per token (the same bytes as PyTorch's [Vocab, Dim]
+// weight), initialised N(0, 1) like torch.nn.Embedding. A value that is not a whole number in
+// [0, Vocab) is E-LAYER-005. The gradient reaches the weight's columns the batch used (the indices
+// themselves have none). Float32 holds every whole number up to 2^24, so Vocab is limited to that.
+#pragma once
+
+#include "nitro/core/error.hpp"
+#include "nitro/nn/init.hpp"
+#include "nitro/nn/layer.hpp"
+#include "nitro/tensor/detail/record.hpp"
+
+#include <cmath>    // floor
+#include <cstdint>  // int64_t
+#include <cstring>  // memcpy
+#include <string>   // describe
+#include <utility>  // pair
+
+namespace nitro::nn {
+
+struct embedding_options {
+  init::initializer weight = init::normal(1.0);
+};
+
+template <std::int64_t Vocab, std::int64_t Dim>
+struct embedding_layer {
+  static_assert(Vocab > 0 && Dim > 0, "nitro::nn::embedding<Vocab, Dim>: extents must be positive");
+  static_assert(Vocab <= (std::int64_t(1) << 24),
+                "nitro::nn::embedding<Vocab, Dim>: indices travel as float values, which hold whole numbers up to 2^24 exactly");
+  using param_spec = tree<entry<"weight", param<Dim, Vocab>>>;
+  using state_spec = tree<>;
+  // [B] gives Dim features, [L, B] gives Dim*L: known at run time only
+  static constexpr std::int64_t in_features = dynamic;
+  static constexpr std::int64_t out_features = dynamic;
+
+  embedding_options options{};
+
+  template <class Ps, class St>
+  void init(Ps& ps, St&, rng& g) const { options.weight(get<"weight">(ps), Vocab, Dim, g); }
+  std::string describe() const { return "embedding<" + std::to_string(Vocab) + ", " + std::to_string(Dim) + ">"; }
+
+  template <class T>
+  std::pair<basic_tensor<T>, tree<>> operator()(basic_tensor<T> const& x, params_t<param_spec, T> const& ps, tree<> const& st) const {
+    using namespace nitro::detail;
+    const shape& s = x.shape();
+    if (s.rank() < 1 || s.rank() >= shape::max_rank)
+      throw error("E-LAYER-001",
+                  describe() + " takes indices [B] or [L, B] (at most " + std::to_string(shape::max_rank - 1) +
+                      " dimensions), got a tensor of shape " + s.to_string(),
+                  "pass one index per sample ([B]) or a sequence per sample ([L, B])");
+    std::int64_t ext[shape::max_rank] = {Dim};  // [Dim, the input's extents...]
+    for (int d = 0; d < s.rank(); ++d) ext[d + 1] = s[d];
+    const shape out = shape::from(ext, ext + s.rank() + 1);
+    const std::int64_t N = x.numel();
+    T const* xd = x.data();
+    for (std::int64_t n = 0; n < N; ++n) {
+      const T v = xd[n];
+      if (!(v >= T(0) && v < T(Vocab) && v == std::floor(v)))
+        throw error("E-LAYER-005",
+                    describe() + ": index " + std::to_string(double(v)) + " at position " + std::to_string(n) + " of the input (shape " +
+                        s.to_string() + ") is not a whole number in [0, " + std::to_string(Vocab) + ")",
+                    "map tokens to 0 .. " + std::to_string(Vocab - 1) + ", or enlarge the vocabulary");
+    }
+    basic_tensor<T> const& w = get<"weight">(ps);
+    basic_tensor<T> y = make_output<T>(out, needs_grad(w));
+    T const* wd = w.data();
+    T* yd = y.data();
+    for (std::int64_t n = 0; n < N; ++n)
+      std::memcpy(yd + n * Dim, wd + static_cast<std::int64_t>(xd[n]) * Dim, sizeof(T) * static_cast<std::size_t>(Dim));
+    if (y.requires_grad()) {
+      int wv = w.var(), yv = y.var();
+      active_tape().record([=](tape& t) {
+        T const* gy = t.grad_if_any<T>(yv);
+        if (!gy) return;
+        T* gw = t.grad<T>(wv);
+        for (std::int64_t n = 0; n < N; ++n) flat(gw + static_cast<std::int64_t>(xd[n]) * Dim, Dim) += flat(gy + n * Dim, Dim);
+      });
+    }
+    return {y, st};
+  }
+};
+
+// embedding<Vocab, Dim>(options): Vocab learned vectors of Dim values.
+template <std::int64_t Vocab, std::int64_t Dim>
+constexpr embedding_layer<Vocab, Dim> embedding(embedding_options options = {}) { return embedding_layer<Vocab, Dim>{options}; }
+
+}  // namespace nitro::nn

@@ -1,0 +1,245 @@
+// nitro/nn/layers/norm.hpp — normalisation layers: layer_norm over features, batch_norm over the batch.
+//
+//   nitro::nn::layer_norm<F>()    x [F, ...]: each column (every index but the first) normalised over
+//                                 its F features, then scaled and shifted per feature (weight, bias)
+//   nitro::nn::batch_norm<C>()    x [C, B] (per feature) or [..., C, B] such as WHCN images (per
+//                                 channel: the extent before the batch); weight, bias, and the
+//                                 running statistics as state
+//
+// batch_norm follows PyTorch: in training mode it normalises with the batch's mean and (biased)
+// variance and returns st_new whose running_mean / running_var moved toward the batch's mean and
+// unbiased variance by `momentum` (0.1); in evaluation it normalises with the running statistics
+// and returns st unchanged. eps defaults to 1e-5 in both layers. Each is one tape node whose
+// backward is the closed form (the mean and 1/std per column or channel kept in the step's arena).
+#pragma once
+
+#include "nitro/core/error.hpp"
+#include "nitro/nn/init.hpp"
+#include "nitro/nn/layer.hpp"
+#include "nitro/tensor/detail/record.hpp"
+
+#include <cmath>    // sqrt
+#include <cstdint>  // int64_t
+#include <string>   // describe
+#include <utility>  // pair
+
+namespace nitro::nn {
+
+struct layer_norm_options {
+  double eps = 1e-5;
+  init::initializer weight = init::ones;
+  init::initializer bias = init::zeros;
+};
+
+template <std::int64_t F>
+struct layer_norm_layer {
+  static_assert(F > 0, "nitro::nn::layer_norm<F>: the feature extent must be positive");
+  using param_spec = tree<entry<"weight", param<F>>, entry<"bias", param<F>>>;
+  using state_spec = tree<>;
+  static constexpr std::int64_t in_features = F;
+  static constexpr std::int64_t out_features = F;
+
+  layer_norm_options options{};
+
+  template <class Ps, class St>
+  void init(Ps& ps, St&, rng& g) const {
+    options.weight(get<"weight">(ps), F, F, g);
+    options.bias(get<"bias">(ps), F, F, g);
+  }
+  std::string describe() const { return "layer_norm<" + std::to_string(F) + ">"; }
+
+  template <class T>
+  std::pair<basic_tensor<T>, tree<>> operator()(basic_tensor<T> const& x, params_t<param_spec, T> const& ps, tree<> const& st) const {
+    using namespace nitro::detail;
+    check_features(F, x.rank() == 0 ? 1 : x.size(0), [&] { return describe(); }, x.shape());
+    const std::int64_t N = x.numel() / F;  // columns
+    basic_tensor<T> const& w = get<"weight">(ps);
+    basic_tensor<T> const& b = get<"bias">(ps);
+    const bool grad = needs_grad(x, w, b);
+    basic_tensor<T> y = make_output<T>(x.shape(), grad);
+    // per column: mean and 1/std, kept for the backward pass
+    T* stats = grad ? active_tape().memory().template allocate_n<T>(static_cast<std::size_t>(2 * N)) : nullptr;
+    T const* xd = x.data();
+    T const* wd = w.data();
+    T const* bd = b.data();
+    T* yd = y.data();
+    const T eps = static_cast<T>(options.eps);
+    for (std::int64_t n = 0; n < N; ++n) {
+      auto X = flat(xd + n * F, F);
+      const T mu = X.mean();
+      const T var = (X - mu).square().mean();
+      const T rstd = T(1) / std::sqrt(var + eps);
+      flat(yd + n * F, F) = (X - mu) * rstd * flat(wd, F) + flat(bd, F);
+      if (stats) { stats[2 * n] = mu; stats[2 * n + 1] = rstd; }
+    }
+    if (grad) {
+      int xv = x.var(), wv = w.var(), bv = b.var(), yv = y.var();
+      active_tape().record([=](tape& t) {
+        T const* gy = t.grad_if_any<T>(yv);
+        if (!gy) return;
+        T* gx = xv >= 0 ? t.grad<T>(xv) : nullptr;
+        T* gw = wv >= 0 ? t.grad<T>(wv) : nullptr;
+        T* gb = bv >= 0 ? t.grad<T>(bv) : nullptr;
+        for (std::int64_t n = 0; n < N; ++n) {
+          const T mu = stats[2 * n], rstd = stats[2 * n + 1];
+          auto G = flat(gy + n * F, F);
+          auto Xhat = (flat(xd + n * F, F) - mu) * rstd;
+          if (gw) flat(gw, F) += G * Xhat;
+          if (gb) flat(gb, F) += G;
+          if (gx) {
+            auto D = G * flat(wd, F);  // d loss / d xhat
+            const T mean_d = D.mean(), mean_dx = (D * Xhat).mean();
+            flat(gx + n * F, F) += (D - mean_d - Xhat * mean_dx) * rstd;
+          }
+        }
+      });
+    }
+    return {y, st};
+  }
+};
+
+struct batch_norm_options {
+  double eps = 1e-5;
+  double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch statistic
+  init::initializer weight = init::ones;
+  init::initializer bias = init::zeros;
+};
+
+template <std::int64_t C>
+struct batch_norm_layer {
+  static_assert(C > 0, "nitro::nn::batch_norm<C>: the channel count must be positive");
+  using param_spec = tree<entry<"weight", param<C>>, entry<"bias", param<C>>>;
+  using state_spec = tree<entry<"running_mean", buffer<C>>, entry<"running_var", buffer<C>>>;
+  // [C, B] has C features, but [W, H, C, B] has W*H*C: known at run time only
+  static constexpr std::int64_t in_features = dynamic;
+  static constexpr std::int64_t out_features = dynamic;
+  static constexpr std::int64_t in_channels = C;
+  static constexpr std::int64_t out_channels = C;
+
+  batch_norm_options options{};
+
+  template <class Ps, class St>
+  void init(Ps& ps, St& st, rng& g) const {
+    options.weight(get<"weight">(ps), C, C, g);
+    options.bias(get<"bias">(ps), C, C, g);
+    init::zeros(get<"running_mean">(st), C, C, g);
+    init::ones(get<"running_var">(st), C, C, g);
+  }
+  std::string describe() const { return "batch_norm<" + std::to_string(C) + ">"; }
+
+  template <class T>
+  std::pair<basic_tensor<T>, params_t<state_spec, T>> operator()(basic_tensor<T> const& x, params_t<param_spec, T> const& ps,
+                                                                   params_t<state_spec, T> const& st) const {
+    using namespace nitro::detail;
+    const shape& s = x.shape();
+    if (s.rank() < 2)
+      throw error("E-LAYER-001", describe() + " takes [channels, batch] or [..., channels, batch], got a tensor of shape " + s.to_string(),
+                  "keep the batch dimension last and the channels just before it");
+    if (s[s.rank() - 2] != C)
+      throw error("E-LAYER-002",
+                  describe() + " expects " + std::to_string(C) + " channels (the extent before the batch), got " +
+                      std::to_string(s[s.rank() - 2]) + " (input shape " + s.to_string() + ")",
+                  "make the previous layer produce " + std::to_string(C) + " channels, or change batch_norm<" + std::to_string(C) + ">");
+    std::int64_t inner = 1;
+    for (int d = 0; d < s.rank() - 2; ++d) inner *= s[d];
+    const std::int64_t B = s.batch(), M = inner * B;  // values per channel
+    const bool training = training_mode();
+    if (training && M < 2)
+      throw error("E-LAYER-006",
+                  describe() + " in training mode needs more than one value per channel to estimate a variance, got input shape " +
+                      s.to_string(),
+                  "train with a batch of at least 2 samples (or evaluate, which uses the running statistics)");
+
+    basic_tensor<T> const& w = get<"weight">(ps);
+    basic_tensor<T> const& b = get<"bias">(ps);
+    basic_tensor<T> const& rm = get<"running_mean">(st);
+    basic_tensor<T> const& rv = get<"running_var">(st);
+    const bool grad = needs_grad(x, w, b);
+    basic_tensor<T> y = make_output<T>(s, grad);
+    params_t<state_spec, T> st_new = st;
+    // per channel: the mean and 1/std used
+    basic_tensor<T> stats = basic_tensor<T>::empty(shape{2, C});
+    T* sd = stats.data();
+    T const* xd = x.data();
+    const T eps = static_cast<T>(options.eps);
+    auto channel = [&](std::int64_t c, std::int64_t bb) { return xd + inner * (c + C * bb); };
+    if (training) {
+      basic_tensor<T> nm = basic_tensor<T>::empty(shape{C}), nv = basic_tensor<T>::empty(shape{C});
+      const T mom = static_cast<T>(options.momentum);
+      for (std::int64_t c = 0; c < C; ++c) {
+        T sum = 0;
+        for (std::int64_t bb = 0; bb < B; ++bb) sum += flat(channel(c, bb), inner).sum();
+        const T mu = sum / T(M);
+        T sq = 0;
+        for (std::int64_t bb = 0; bb < B; ++bb) sq += (flat(channel(c, bb), inner) - mu).square().sum();
+        const T var = sq / T(M);
+        sd[2 * c] = mu;
+        sd[2 * c + 1] = T(1) / std::sqrt(var + eps);
+        nm[c] = (T(1) - mom) * rm[c] + mom * mu;
+        nv[c] = (T(1) - mom) * rv[c] + mom * var * T(M) / T(M - 1);
+      }
+      get<"running_mean">(st_new) = nm;
+      get<"running_var">(st_new) = nv;
+    } else {
+      for (std::int64_t c = 0; c < C; ++c) {
+        sd[2 * c] = rm[c];
+        sd[2 * c + 1] = T(1) / std::sqrt(rv[c] + eps);
+      }
+    }
+    T const* wd = w.data();
+    T const* bd = b.data();
+    T* yd = y.data();
+    for (std::int64_t bb = 0; bb < B; ++bb)
+      for (std::int64_t c = 0; c < C; ++c) {
+        const T scale = sd[2 * c + 1] * wd[c], shift = bd[c] - sd[2 * c] * scale;
+        flat(yd + inner * (c + C * bb), inner) = flat(channel(c, bb), inner) * scale + shift;
+      }
+
+    if (grad) {
+      int xv = x.var(), wv = w.var(), bv = b.var(), yv = y.var();
+      active_tape().record([=](tape& t) {
+        T const* gy = t.grad_if_any<T>(yv);
+        if (!gy) return;
+        T* gx = xv >= 0 ? t.grad<T>(xv) : nullptr;
+        T* gw = wv >= 0 ? t.grad<T>(wv) : nullptr;
+        T* gb = bv >= 0 ? t.grad<T>(bv) : nullptr;
+        for (std::int64_t c = 0; c < C; ++c) {
+          const T mu = sd[2 * c], rstd = sd[2 * c + 1];
+          T sum_g = 0, sum_gx = 0;  // sum of g, and of g * xhat, over the channel
+          for (std::int64_t bb = 0; bb < B; ++bb) {
+            const std::int64_t o = inner * (c + C * bb);
+            auto G = flat(gy + o, inner);
+            sum_g += G.sum();
+            sum_gx += (G * ((flat(xd + o, inner) - mu) * rstd)).sum();
+          }
+          if (gw) gw[c] += sum_gx;
+          if (gb) gb[c] += sum_g;
+          if (!gx) continue;
+          const T k = wd[c] * rstd;
+          if (training) {  // the batch statistics depend on x too
+            const T mean_g = sum_g / T(M), mean_gx = sum_gx / T(M);
+            for (std::int64_t bb = 0; bb < B; ++bb) {
+              const std::int64_t o = inner * (c + C * bb);
+              flat(gx + o, inner) += (flat(gy + o, inner) - mean_g - (flat(xd + o, inner) - mu) * rstd * mean_gx) * k;
+            }
+          } else {
+            for (std::int64_t bb = 0; bb < B; ++bb) {
+              const std::int64_t o = inner * (c + C * bb);
+              flat(gx + o, inner) += flat(gy + o, inner) * k;
+            }
+          }
+        }
+      });
+    }
+    return {y, training ? st_new : st};
+  }
+};
+
+// layer_norm<F>(options): normalises each column over its F features (eps 1e-5).
+template <std::int64_t F>
+constexpr layer_norm_layer<F> layer_norm(layer_norm_options options = {}) { return layer_norm_layer<F>{options}; }
+// batch_norm<C>(options): per channel (the extent before the batch); momentum 0.1, eps 1e-5.
+template <std::int64_t C>
+constexpr batch_norm_layer<C> batch_norm(batch_norm_options options = {}) { return batch_norm_layer<C>{options}; }
+
+}  // namespace nitro::nn
