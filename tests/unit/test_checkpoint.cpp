@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -135,6 +136,17 @@ TEST_CASE("safetensors: a written file reads back exactly, shapes reversed to C 
   // 8-byte tensors first, so each tensor starts aligned to its element size
   CHECK(f.entries()[0].dtype == nitro::st_dtype::F64);
   for (auto const& x : f.entries()) CHECK(x.begin % nitro::size_of(x.dtype) == 0);
+
+  // copies and moves read their own bytes, whatever happens to the original
+  std::optional<nitro::safetensors_file> original(nitro::safetensors_file::parse(bytes, "mem"));
+  nitro::safetensors_file copied = *original;
+  nitro::safetensors_file assigned = nitro::safetensors_file::parse(raw_file("{}", ""), "empty");
+  assigned = *original;
+  original.reset();
+  CHECK(copied.values<float>(copied.at("params.w")) == s.w);
+  CHECK(assigned.values<std::uint8_t>(assigned.at("train.u")) == s.u);
+  nitro::safetensors_file moved = std::move(copied);
+  CHECK(moved.values<double>(moved.at("params.d")) == s.d);
 
   auto dir = fresh_dir("roundtrip");
   w.write(dir / "a.safetensors");

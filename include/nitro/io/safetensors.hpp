@@ -222,6 +222,33 @@ class safetensors_file {
     return f;
   }
 
+  // Copies and moves keep each entry's bytes pointing into the object's own buffer.
+  safetensors_file(safetensors_file const& o)
+      : m_bytes(o.m_bytes), m_source(o.m_source), m_entries(o.m_entries), m_metadata(o.m_metadata), m_data_at(o.m_data_at), m_nitro(o.m_nitro), m_checked(o.m_checked) {
+    rebase();
+  }
+  safetensors_file(safetensors_file&& o) noexcept
+      : m_bytes(std::move(o.m_bytes)), m_source(std::move(o.m_source)), m_entries(std::move(o.m_entries)), m_metadata(std::move(o.m_metadata)),
+        m_data_at(o.m_data_at), m_nitro(o.m_nitro), m_checked(o.m_checked) {
+    rebase();
+  }
+  safetensors_file& operator=(safetensors_file const& o) {
+    if (this != &o) *this = safetensors_file(o);
+    return *this;
+  }
+  safetensors_file& operator=(safetensors_file&& o) noexcept {
+    m_bytes = std::move(o.m_bytes);
+    m_source = std::move(o.m_source);
+    m_entries = std::move(o.m_entries);
+    m_metadata = std::move(o.m_metadata);
+    m_data_at = o.m_data_at;
+    m_nitro = o.m_nitro;
+    m_checked = o.m_checked;
+    rebase();
+    return *this;
+  }
+  ~safetensors_file() = default;
+
   std::string const& source() const noexcept { return m_source; }
   std::vector<safetensors_entry> const& entries() const noexcept { return m_entries; }  // in data order
   std::map<std::string, std::string> const& metadata() const noexcept { return m_metadata; }
@@ -306,6 +333,8 @@ class safetensors_file {
   }
 
  private:
+  safetensors_file() = default;
+
   [[noreturn]] void fail(char const* code, std::string const& what, std::string const& fix) const {
     throw error(code, "'" + m_source + "' is not a valid safetensors file: " + what, fix);
   }
@@ -435,8 +464,8 @@ class safetensors_file {
     if (data_size > expected)
       fail("E-CKPT-006", std::to_string(data_size - expected) + " bytes after the last tensor belong to no tensor (the offsets do not cover the data)", rewrite);
 
-    char const* data = m_bytes.data() + 8 + n;
-    for (auto& e : m_entries) e.bytes = std::span<std::byte const>(reinterpret_cast<std::byte const*>(data + e.begin), static_cast<std::size_t>(e.end - e.begin));
+    m_data_at = static_cast<std::size_t>(8 + n);
+    rebase();
 
     // Tensor checksums.
     if (m_checked) {
@@ -458,6 +487,11 @@ class safetensors_file {
           fail("E-CKPT-008", "tensor '" + e.name + "' has checksum " + actual + " but the header records " + it->get<std::string>() + ": its bytes were damaged", rewrite);
       }
     }
+  }
+
+  void rebase() noexcept {
+    char const* data = m_bytes.data() + m_data_at;
+    for (auto& e : m_entries) e.bytes = std::span<std::byte const>(reinterpret_cast<std::byte const*>(data + e.begin), static_cast<std::size_t>(e.end - e.begin));
   }
 
   safetensors_entry parse_entry(std::string const& key, nlohmann::json const& v, char const* rewrite) const {
@@ -497,6 +531,7 @@ class safetensors_file {
   std::string m_source;
   std::vector<safetensors_entry> m_entries;
   std::map<std::string, std::string> m_metadata;
+  std::size_t m_data_at = 0;  // where the data starts in m_bytes
   bool m_nitro = false;
   bool m_checked = false;
 };
