@@ -110,7 +110,8 @@ cpu_run<Model> run_cpu(Model const& model, Store& store, std::vector<float>& x, 
 
 // The same model through a dense_program path; compares with the CPU run.
 template <cu::dense_path Path, class Model>
-void compare_program(char const* name, Model const& model, std::int64_t B, double limit, bool norm_metric) {
+void compare_program(char const* name, Model const& model, std::int64_t B, double limit, bool norm_metric,
+                     cu::weight_grads wg = cu::weight_grads::atomics) {
   using Store = nitro::param_store<typename Model::param_spec>;
   using Program = cu::dense_program<Model, Store, Path>;
   constexpr std::int64_t In = Program::in, Out = Program::out;
@@ -128,6 +129,7 @@ void compare_program(char const* name, Model const& model, std::int64_t B, doubl
   nitro::cuda_backend be;
   Program prog(be);
   prog.upload(store.values());
+  prog.set_weight_grads(wg);
   dvec<float> xd(x), dyd(dy), dxd(static_cast<std::size_t>(In * B));
   prog.zero_grads();
   float const* yd = prog.forward(xd.data(), B, true);
@@ -140,7 +142,9 @@ void compare_program(char const* name, Model const& model, std::int64_t B, doubl
   auto err = [&](std::vector<float> const& a, std::vector<float> const& b) {
     return norm_metric ? norm_rel_error(a.data(), b.data(), b.size()) : max_rel_error(a, b);
   };
-  std::printf("%s (%s, batch %lld)%s\n", name, cu::to_string(Path), (long long)B, norm_metric ? " [error of the whole array]" : "");
+  std::printf("%s (%s%s, batch %lld)%s\n", name, cu::to_string(Path),
+              Program::fused && prog.weight_grads_mode() == cu::weight_grads::gemm ? ", weight gradients by cuBLASLt" : "", (long long)B,
+              norm_metric ? " [error of the whole array]" : "");
   report("  outputs", max_rel_error(y, ref.y), norm_metric ? 5e-2 : limit);
   report("  parameter gradients", err(grads, ref.grads), limit);
   report("  input gradient", err(dx, ref.dx), limit);
@@ -166,6 +170,7 @@ auto smooth_model() {
 TEST_CASE("fused MLP kernels and the cuBLASLt path equal the CPU backend") {
   compare_program<cu::dense_path::fused_fp32>("fashion_mlp 784-128-128-10 relu", fashion_model(), 300, 1e-4, false);
   compare_program<cu::dense_path::fused_tf32>("fashion_mlp 784-128-128-10 relu", fashion_model(), 300, 3e-2, true);
+  compare_program<cu::dense_path::fused_fp32>("fashion_mlp 784-128-128-10 relu", fashion_model(), 1000, 1e-4, false, cu::weight_grads::gemm);
   compare_program<cu::dense_path::cublaslt_fp32>("fashion_mlp 784-128-128-10 relu", fashion_model(), 300, 1e-4, false);
   compare_program<cu::dense_path::cublaslt_tf32>("fashion_mlp 784-128-128-10 relu", fashion_model(), 300, 3e-2, true);
   compare_program<cu::dense_path::fused_fp32>("40-32x3-5 gelu, tanh output", smooth_model(), 1000, 1e-4, false);
@@ -554,7 +559,10 @@ TEST_CASE("whole training steps on the device follow the CPU backend (fused FP32
   }
   std::vector<float> p(Store::size);
   prog.download(p.data());
-  report("4 AdamW training steps: parameters", max_rel_error(p.data(), store.values(), p.size()), 1e-3);
+  // Adam divides by sqrt(v): a gradient entry that is ~0 on one side and tiny on the other moves
+  // by a full step either way, so the whole array's error is the measure here
+  std::printf("  4 AdamW training steps: parameters: max relative error %.3e (informative)\n", max_rel_error(p.data(), store.values(), p.size()));
+  report("4 AdamW training steps: parameters [error of the whole array]", norm_rel_error(p.data(), store.values(), p.size()), 1e-4);
   const auto sums = prog.read_sums();
   CHECK(sums.samples == 4 * B);
 }

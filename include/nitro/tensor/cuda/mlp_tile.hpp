@@ -91,6 +91,8 @@ struct mlp_args {
   float* dw[max_mlp_layers] = {};           // += d(loss)/d(weight); null: not wanted
   float* db[max_mlp_layers] = {};           // += d(loss)/d(bias); null: no bias or not wanted
   float* dx = nullptr;                      // = d(loss)/d(x); null: not wanted
+  float* dz[max_mlp_layers] = {};           // when set: = d(loss)/d(pre-activation of layer l) [out_l, batch],
+                                            // and dw[l] is left to the caller (one GEMM over the batch)
   long long batch = 0;
 };
 
@@ -158,6 +160,11 @@ NITRO_HD_INLINE void mlp_backward_layer(Block const& blk, mlp_args const& p, flo
       for (int s = 0; s < nb; ++s) sum += gs[s * LDG + o];
       atomic_add(db + o, sum);
     });
+  if (float* dz = p.dz[l]; dz != nullptr)
+    blk.for_each(nb * rows, [&](int i) {
+      const int o = i % rows, s = i / rows;
+      dz[o + (s0 + s) * rows] = gs[s * LDG + o];
+    });
   float const* sv = p.saved[l - 1];
   blk.for_each(BT * W, [&](int i) {
     const int f = i % W, s = i / W;
@@ -174,7 +181,7 @@ NITRO_HD_INLINE void mlp_backward_layer(Block const& blk, mlp_args const& p, flo
     ws[i + o * (W + 8)] = o < rows ? w[o + static_cast<long long>(i) * rows] : 0.0f;
   });
   blk.sync();
-  if (float* dw = p.dw[l]; dw != nullptr) {  // dW += G H^T: rows o, columns i, inner samples
+  if (float* dw = p.dw[l]; dw != nullptr && p.dz[l] == nullptr) {  // dW += G H^T: rows o, columns i, inner samples
     using P = gemm_plan<MP, W, BT, Cfg::warps>;
     auto acc = blk.template regs<P::nt * 4>();
     block_gemm<Cfg::math, P>(blk, acc, col_major{gs, LDG}, row_major{hs, LDH}, false);
@@ -283,7 +290,12 @@ NITRO_HD void mlp_backward_tile(Block const& blk, mlp_args const& p, float* smem
       for (int s = 0; s < nb; ++s) sum += gs[s * LDG + o];
       atomic_add(db + o, sum);
     });
-  if (float* dw = p.dw[0]; dw != nullptr) {  // dW0 += G X^T, X streamed KC features at a time
+  if (float* dz = p.dz[0]; dz != nullptr)
+    blk.for_each(nb * W, [&](int i) {
+      const int o = i % W, s = i / W;
+      dz[o + (s0 + s) * W] = gs[s * LDG + o];
+    });
+  if (float* dw = p.dw[0]; dw != nullptr && p.dz[0] == nullptr) {  // dW0 += G X^T, X streamed KC features at a time
     using P = gemm_plan<W, KC, BT, Cfg::warps>;
     for (int c = 0; c < Cfg::chunks; ++c) {
       const int k0 = c * KC;

@@ -183,4 +183,21 @@ struct fused_mlp {
 template <class Model, tile::math Math = tile::math::tf32>
 using fused_mlp_config_t = typename fused_mlp<Model, Math>::config;
 
+// ---- models the device program runs: dense layers (fused or not) ------------------------------------
+template <class Model, class Reason>
+struct dense_program_needs_dense_layers {
+  static_assert(always_false<Model, Reason>,
+                "E-CUDA-102: nitro::cuda::dense_program runs models made of nitro::nn::dense layers (one dense layer, or a "
+                "chain of them); the model above holds another layer (the reason names it). Fix: run this model on the CPU "
+                "backend, or build it from dense layers.");
+  static constexpr bool ok = false;
+};
+
+// true for a dense model; E-CUDA-102 naming the model and its first other layer otherwise
+template <class Model>
+constexpr bool require_dense_model() {
+  if constexpr (dense_chain<Model>::is_dense) return true;
+  else return dense_program_needs_dense_layers<Model, typename dense_chain<Model>::reason>::ok;
+}
+
 }  // namespace nitro::cuda

@@ -54,14 +54,11 @@ constexpr char const* to_string(dense_path p) noexcept {
 template <class Model>
 inline constexpr dense_path default_dense_path = dense_chain<Model>::fusable ? dense_path::fused_tf32 : dense_path::cublaslt_fp32;
 
-template <class Model, class Reason>
-struct dense_program_needs_dense_layers {
-  static_assert(always_false<Model, Reason>,
-                "E-CUDA-102: nitro::cuda::dense_program runs models made of nitro::nn::dense layers (a dense layer, or a "
-                "chain of them); the model above has another layer (the reason names it). Fix: run this model on the CPU "
-                "backend, or build it from dense layers.");
-  static constexpr bool ok = false;
-};
+// How the fused path forms the weight gradients: atomics inside the backward kernel (every layer in
+// one kernel), or the kernel writes each layer's gradient and one cuBLASLt GEMM per layer over the
+// whole batch forms dW (tiny-cuda-nn's split; fewer atomics at large widths and batches). The gemm
+// split needs activations differentiated from their outputs (not gelu); with gelu it stays atomics.
+enum class weight_grads : int { atomics, gemm };
 
 // What one step reads: device pointers, the batch last.
 struct step_batch {
@@ -74,11 +71,7 @@ struct step_batch {
 template <class Model, class Store = param_store<typename Model::param_spec>, dense_path Path = default_dense_path<Model>>
 class dense_program {
   using chain = dense_chain<Model>;
-  static constexpr bool check() {
-    if constexpr (chain::is_dense) return true;
-    else return dense_program_needs_dense_layers<Model, typename chain::reason>::ok;
-  }
-  static_assert(check());
+  static_assert(require_dense_model<Model>());
 
  public:
   using model_type = Model;
@@ -98,7 +91,7 @@ class dense_program {
       m_w[l] = find_offset(prefix + "weight");
       m_b[l] = chain::info[l].bias ? find_offset(prefix + "bias") : -1;
       if (m_w[l] < 0 || (chain::info[l].bias && m_b[l] < 0))
-        throw error("E-CUDA-102", "the parameter store has no leaf " + prefix + "weight/bias for layer " + std::to_string(l + 1),
+        throw error("E-CUDA-012", "the parameter store has no leaf " + prefix + "weight/bias for layer " + std::to_string(l + 1),
                     "build the program with the param_store of the model's param_spec");
     }
     m_params.reserve(static_cast<std::size_t>(size));
@@ -130,6 +123,14 @@ class dense_program {
   void download_grads(float* host_values) const { copy_out(m_grads.data(), host_values); }
 
   void zero_grads() { m_grads.zero_async(m_be->compute(), static_cast<std::size_t>(size)); }
+
+  // The fused path's weight gradients (see weight_grads); the cuBLASLt path ignores it.
+  void set_weight_grads(weight_grads w) {
+    const weight_grads want = (fused && !split_possible) ? weight_grads::atomics : w;
+    if (want != m_wgrads) m_capacity = 0;  // buffers are laid out again at the next forward
+    m_wgrads = want;
+  }
+  weight_grads weight_grads_mode() const noexcept { return m_wgrads; }
 
   // ---- the pieces of a step --------------------------------------------------------------------
   // Logits [out, batch] on the device, valid until the next forward.
@@ -166,11 +167,21 @@ class dense_program {
       a.x = m_x;
       a.dy = dy;
       a.dx = dx;
+      const bool split = m_wgrads == weight_grads::gemm;
       for (std::size_t l = 0; l < layers; ++l) {
         a.dw[l] = m_grads.data() + m_w[l];
         a.db[l] = m_b[l] >= 0 ? m_grads.data() + m_b[l] : nullptr;
+        if (split) a.dz[l] = m_acts.data() + m_dz_at[l];
       }
       fused_mlp_kernels<cfg>::backward(a, m_be->compute());
+      if (split) {  // dW_l += dz_l input_l^T, one GEMM over the batch per layer
+        for (std::size_t l = 0; l < layers; ++l) {
+          const dense_shape d = shape_of(l);
+          float const* input = l == 0 ? m_x : a.saved[l - 1];
+          m_be->gemm().matmul(m_be->lt(), m_be->compute(), false, true, d.out, d.in, static_cast<int>(batch), 1.0f, a.dz[l], d.out, input, d.in,
+                              1.0f, m_grads.data() + m_w[l], d.out, tf32);
+        }
+      }
     } else {
       float const* dh = dy;
       for (std::size_t l = layers; l-- > 0;) {
@@ -223,6 +234,11 @@ class dense_program {
     else return 0;
   }
   using cfg = decltype(cfg_pick());
+  static constexpr bool split_possible = [] {
+    for (auto const& i : chain::info)
+      if (i.act == activation_kind::gelu) return false;
+    return true;
+  }();
 
   static std::int64_t find_offset(std::string_view keypath) {
     for (auto const& li : Store::leaves)
@@ -239,29 +255,35 @@ class dense_program {
     return dense_shape{static_cast<int>(chain::info[l].in), static_cast<int>(chain::info[l].out), chain::info[l].act};
   }
 
-  // Activations: fused — saved [W, B] per hidden layer, then y and z_out [out, B]; cuBLASLt — per
-  // layer h [out_l, B] and z [out_l, B]; plus dy [out, B] and two gradient buffers [max width, B].
+  // Activations: fused — saved [W, B] per hidden layer, y and z_out [out, B], and in the split
+  // mode each layer's gradient [out_l, B]; cuBLASLt — per layer h [out_l, B] (and z for gelu), and
+  // two gradient buffers [max width, B]. Every region starts on 256 bytes (cuBLASLt's preference).
   void reserve(long long batch) {
     if (batch <= m_capacity) return;
     m_be->synchronize();  // growing: nothing may still use the old buffers
     std::size_t floats = 0;
+    auto take = [&](long long n) {
+      const std::size_t at = floats;
+      floats += static_cast<std::size_t>((n + 63) / 64 * 64);
+      return static_cast<std::int64_t>(at);
+    };
     if constexpr (fused) {
-      floats = static_cast<std::size_t>((layers - 1) * cfg::width * batch + 2 * out * batch);
-      m_y_at = static_cast<std::int64_t>((layers - 1) * cfg::width * batch);
+      for (std::size_t l = 0; l + 1 < layers; ++l) m_saved_at[l] = take(cfg::width * batch);
+      m_y_at = take(out * batch);
+      m_zout_at = take(out * batch);
+      if (m_wgrads == weight_grads::gemm)
+        for (std::size_t l = 0; l < layers; ++l) m_dz_at[l] = take(chain::info[l].out * batch);
     } else {
       for (std::size_t l = 0; l < layers; ++l) {
-        m_h_at[l] = static_cast<std::int64_t>(floats);
-        floats += static_cast<std::size_t>(chain::info[l].out * batch);
-        m_z_at[l] = chain::info[l].act == activation_kind::gelu ? static_cast<std::int64_t>(floats) : m_h_at[l];
-        if (chain::info[l].act == activation_kind::gelu) floats += static_cast<std::size_t>(chain::info[l].out * batch);
+        m_h_at[l] = take(chain::info[l].out * batch);
+        m_z_at[l] = chain::info[l].act == activation_kind::gelu ? take(chain::info[l].out * batch) : m_h_at[l];
       }
-      m_g_at = static_cast<std::int64_t>(floats);
-      floats += static_cast<std::size_t>(2 * max_width * batch);
+      m_g_at[0] = take(max_width * batch);
+      m_g_at[1] = take(max_width * batch);
     }
     m_acts.reserve(floats);
     m_dy.reserve(static_cast<std::size_t>(out * batch));
     m_capacity = batch;
-    m_layout_batch = batch;
   }
   mlp_args fused_args(long long batch) {
     mlp_args a;
@@ -270,24 +292,26 @@ class dense_program {
       a.b[l] = bias_ptr(l);
     }
     if constexpr (fused) {
-      for (std::size_t l = 0; l + 1 < layers; ++l) a.saved[l] = m_acts.data() + static_cast<std::int64_t>(l) * cfg::width * m_layout_batch;
+      for (std::size_t l = 0; l + 1 < layers; ++l) a.saved[l] = m_acts.data() + m_saved_at[l];
       a.y = m_acts.data() + m_y_at;
-      a.z_out = a.y + out * m_layout_batch;
+      a.z_out = m_acts.data() + m_zout_at;
     }
     a.batch = batch;
     return a;
   }
   float* h_of(std::size_t l) noexcept { return m_acts.data() + m_h_at[l]; }
   float* z_of(std::size_t l) noexcept { return m_acts.data() + m_z_at[l]; }
-  float* grad_buffer(std::size_t i) noexcept { return m_acts.data() + m_g_at + static_cast<std::int64_t>(i) * max_width * m_layout_batch; }
+  float* grad_buffer(std::size_t i) noexcept { return m_acts.data() + m_g_at[i]; }
 
   cuda_backend* m_be;
-  std::array<std::int64_t, layers> m_w{}, m_b{}, m_h_at{}, m_z_at{};
-  std::int64_t m_y_at = 0, m_g_at = 0;
+  std::array<std::int64_t, layers> m_w{}, m_b{}, m_h_at{}, m_z_at{}, m_saved_at{}, m_dz_at{};
+  std::int64_t m_y_at = 0, m_zout_at = 0;
+  std::array<std::int64_t, 2> m_g_at{};
+  weight_grads m_wgrads = weight_grads::atomics;
   device_buffer<float> m_params, m_grads, m_acts, m_dy;
   metric_sums* m_sums = nullptr;
   float const* m_x = nullptr;
-  long long m_batch = 0, m_capacity = 0, m_layout_batch = 0;
+  long long m_batch = 0, m_capacity = 0;
 };
 
 // ---- the optimizer over a program's groups ---------------------------------------------------------

@@ -19,7 +19,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>  // size_t
-#include <cstdint>  // int64_t
+#include <cstdint>  // int64_t, uintptr_t
 #include <string>   // messages
 #include <vector>   // the plan cache
 
@@ -65,7 +65,9 @@ class lt_gemm {
       return;
     }
     if (m_workspace.capacity() < m_workspace_bytes) m_workspace.reserve(m_workspace_bytes);
-    plan& p = find(h, key{m, n, k, lda, ldb, ldc, ta, tb, tf32, static_cast<int>(epi)});
+    // cuBLASLt assumes 256-byte aligned matrices unless told: say how aligned these are (a
+    // parameter leaf is 64-byte aligned), so the plan's algorithm accepts them
+    plan& p = find(h, key{m, n, k, lda, ldb, ldc, ta, tb, tf32, static_cast<int>(epi), alignment(A), alignment(B), alignment(C)});
     if (epi != lt_epilogue::none)
       NITRO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     NITRO_CUBLAS_CHECK(cublasLtMatmul(h, p.op, &alpha, A, p.a, B, p.b, &beta, C, p.c, C, p.c, &p.algo, m_workspace.data(), m_workspace_bytes, s));
@@ -79,8 +81,16 @@ class lt_gemm {
     int m, n, k, lda, ldb, ldc;
     bool ta, tb, tf32;
     int epi;
+    std::uint32_t align_a, align_b, align_c;
     bool operator==(key const&) const = default;
   };
+  // the largest power of two (at most 256) dividing the address
+  static std::uint32_t alignment(void const* p) noexcept {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    std::uint32_t r = 256;
+    while (r > 4 && (a % r) != 0) r >>= 1;
+    return r;
+  }
   struct plan {
     key k;
     cublasLtMatmulDesc_t op = nullptr;
@@ -119,6 +129,10 @@ class lt_gemm {
       NITRO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
       const std::size_t ws = m_workspace_bytes;
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &k.align_a, sizeof(k.align_a));
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &k.align_b, sizeof(k.align_b));
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &k.align_c, sizeof(k.align_c));
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &k.align_c, sizeof(k.align_c));
       cublasLtMatmulHeuristicResult_t result{};
       int found = 0;
       const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
