@@ -3,6 +3,8 @@
 //   gemm_peak [--size N] [--seconds S]
 //
 // Prints JSON lines, each measured with NITRO_NUM_THREADS threads (all of them busy at once):
+//   handoff one parallel region in which every thread takes part (back to back, workers awake):
+//           the price of splitting a product;
 //   fma     the FMA ceiling: independent multiply-adds in registers, no memory — what no product
 //           can beat;
 //   sgemm   a large square SGEMM (N x N x N, default 2048) through nitro::cpu::gemm and, when the
@@ -155,6 +157,25 @@ int main(int argc, char** argv) {
   std::printf("{\"what\": \"fma\", \"threads\": %d, \"gflops\": %.1f}\n", threads, fma_ceiling(threads, seconds));
   std::fflush(stdout);
 
+  if (threads > 1) {  // the hand-off: a region whose tasks wait for one another, so every thread takes part
+    auto& pool = nitro::cpu::thread_pool::instance();
+    std::atomic<int> arrived{0};
+    auto region = [&] {
+      arrived.store(0);
+      pool.parallel_for(threads, [&](int) {
+        arrived.fetch_add(1);
+        while (arrived.load() < threads) nitro::cpu::detail::cpu_relax();
+      });
+    };
+    for (int i = 0; i < 1000; ++i) region();
+    double best = 1e9;
+    for (int r = 0; r < 5; ++r) {
+      const auto t0 = clock_type::now();
+      for (int i = 0; i < 2000; ++i) region();
+      best = std::min(best, std::chrono::duration<double>(clock_type::now() - t0).count() / 2000);
+    }
+    std::printf("{\"what\": \"handoff\", \"threads\": %d, \"us\": %.2f}\n", threads, best * 1e6);
+  }
   const double round = seconds / 10;
   auto measure = [&](product const& p) {
     std::vector<float> a(std::size_t(p.m) * p.k, 0.5f), b(std::size_t(p.k) * p.n, 0.25f), c(std::size_t(p.m) * p.n, 0.0f);

@@ -42,7 +42,7 @@ inline void cpu_relax() noexcept {
 class thread_pool {
  public:
   // How long an idle worker keeps watching for work before it sleeps.
-  static constexpr std::chrono::microseconds spin_window{300};
+  static constexpr std::chrono::microseconds spin_window{2000};
 
   explicit thread_pool(int threads) : m_size(threads < 1 ? 1 : threads) {
     m_workers.reserve(static_cast<std::size_t>(m_size - 1));
