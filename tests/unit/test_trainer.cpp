@@ -373,7 +373,7 @@ TEST_SUITE("metrics") {
     CHECK(rd.accumulated_on == nitro::residency::device);
     CHECK(rh.accumulated_on == nitro::residency::host);
     CHECK(nitro::finalize_metrics(HostResidency{}, rh, "valid").finalized_on == nitro::residency::device);
-    CHECK_THROWS_WITH_AS(nitro::metric_accumulator(nitro::residency::graph_const), doctest::Contains("E-METRIC-005"), nitro::error);
+    CHECK_THROWS_WITH_AS((void)nitro::metric_accumulator{nitro::residency::graph_const}, doctest::Contains("E-METRIC-005"), nitro::error);
   }
 
   TEST_CASE("finalize_metrics sees the reduced values and the split; returned or edited in place") {

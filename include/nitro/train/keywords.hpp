@@ -101,7 +101,7 @@ template <class Arg, std::size_t Position>
 struct not_a_run_keyword {
   static_assert(always_false<Arg>,
                 "E-KW-001: an argument of nitro::Nitro(experiment, ...) is not a run keyword. "
-                "Fix: pass keywords as nitro::max_epochs = 60, nitro::seed = 3, ... (see docs/keywords.md).");
+                "Fix: pass keywords as nitro::max_epochs = 60, nitro::seed = 3, ... (every keyword is listed in nitro/train/keywords.hpp).");
   static constexpr bool ok = false;
 };
 template <class Keyword, class FieldType>
