@@ -8,6 +8,7 @@
 #include <nitro/nn/layers/chain.hpp>
 #include <nitro/nn/layers/dense.hpp>
 #include <nitro/optim/param_store.hpp>
+#include <nitro/train/keywords.hpp>
 
 #include <doctest/doctest.h>
 
@@ -732,6 +733,29 @@ TEST_CASE("grammar: every form reads as written") {
   CHECK(r.path() == "old.safetensors");
   CHECK(warned.find("W-CKPT-001") != std::string::npos);
   CHECK(warned.find("weights = \"old.safetensors\"") != std::string::npos);
+}
+
+TEST_CASE("grammar: the values travel through the run keywords as the handle receives them") {
+  using nitro::Average, nitro::Last;
+  auto w = (nitro::weights = nitro::latest >> Average(Last(3)));
+  CHECK(nitro::to_weights_ref(w.value).to_string() == "latest >> Average(Last(3))");
+  auto p = (nitro::weights = "model.safetensors");  // arrives as char const*
+  CHECK(nitro::to_weights_ref(p.value).path() == "model.safetensors");
+  auto r = (nitro::resume = nitro::latest >> nitro::latest);
+  CHECK(nitro::to_resume_ref(r.value).to_string() == "latest >> Last(1)");
+  auto ev = (nitro::eval_weights = nitro::ema);
+  CHECK(nitro::to_eval_weights_ref(ev.value).ema);
+  auto ev2 = (nitro::eval_weights = nitro::best);
+  CHECK(nitro::to_eval_weights_ref(ev2.value).to_string() == "Best(1)");
+  auto w0 = (nitro::w0 = nitro::weights);
+  CHECK(nitro::is_weights_keyword_v<decltype(w0.value)>);
+  static_assert(nitro::check_w0_weights<decltype(w0.value), true>());
+  auto rb = (nitro::restore_best = true);
+  CHECK(nitro::to_restore_ref(rb.value)->to_string() == "Best(1)");
+  auto ra = (nitro::restore_best = Average(Last(10)));
+  CHECK(nitro::to_restore_ref(ra.value)->to_string() == "Average(Last(10))");
+  auto ck = (nitro::kw::checkpointer = nitro::checkpoint_policy{.every = nitro::every_steps(500), .keep_last = 3});
+  CHECK(ck.value.every.n == 500);
 }
 
 TEST_CASE("grammar: references resolve against a runs directory to the files they name") {
