@@ -7,7 +7,8 @@
 #include <cstdint>     // uint64_t
 #include <cstdio>      // report
 #include <filesystem>  // the corpus
-#include <fstream>     // writing
+#include <fstream>     // writing, reading the index back
+#include <iterator>    // istreambuf_iterator
 #include <string>      // bytes
 #include <vector>      // tensors
 
@@ -77,5 +78,25 @@ int main(int argc, char** argv) {
   put("damaged-duplicate.safetensors", raw(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", four));
   put("damaged-trailing.safetensors", raw(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", four));
   put("damaged-metadata.safetensors", raw(R"({"__metadata__":{"step":3}})", ""));
+  // checkpoint indexes
+  auto dir = out / "index-tmp";
+  std::filesystem::create_directories(dir);
+  {
+    nitro::checkpointer ck(dir, {.every = nitro::every_steps(1), .keep_last = 2, .keep_best = 1, .monitor = "valid.loss"});
+    for (int s = 1; s <= 3; ++s) {
+      nitro::safetensors_writer one;
+      one.add("params.w", w.data(), nitro::shape{6});
+      ck.save(one, {.step = s, .epoch = 0, .batch_in_epoch = s, .seed = 7, .metrics = {{"valid.loss", 1.0 / s}}});
+    }
+  }
+  std::ifstream in(dir / "index.json", std::ios::binary);
+  const std::string index((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove_all(dir);
+  put("valid-index.json", index);
+  put("damaged-index-truncated.json", index.substr(0, index.size() / 2));
+  std::string mode = index;
+  mode.replace(mode.find("\"min\""), 5, "\"mid\"");
+  put("damaged-index-mode.json", mode);
+  put("damaged-index-format.json", R"({"format": "nitro.checkpoint-index", "version": 1})");
   std::printf("wrote the corpus to %s\n", out.c_str());
 }

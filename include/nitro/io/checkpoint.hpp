@@ -381,14 +381,18 @@ struct checkpoint_index {
   // Reads `dir/index.json`; a damaged index is an error naming what is wrong.
   static checkpoint_index load(std::filesystem::path const& dir) {
     const auto path = dir / file_name;
-    auto bad = [&](std::string const& what) {
-      return error("E-CKPT-018", "the checkpoint index '" + path.string() + "' is damaged: " + what,
-                   "restore it from a backup, or delete it: opening the directory with a checkpointer rebuilds it from the checkpoint files");
-    };
     std::ifstream in(path, std::ios::binary);
     if (!in) throw error("E-CKPT-023", "'" + dir.string() + "' has no checkpoint index (index.json): no checkpoint was written there yet",
                          "train with a checkpointer first, or name a checkpoint file by its path");
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return parse(text, path.string());
+  }
+  // The same from text; `source` names it in errors.
+  static checkpoint_index parse(std::string const& text, std::string const& source) {
+    auto bad = [&](std::string const& what) {
+      return error("E-CKPT-018", "the checkpoint index '" + source + "' is damaged: " + what,
+                   "restore it from a backup, or delete it: opening the directory with a checkpointer rebuilds it from the checkpoint files");
+    };
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(text);
