@@ -54,6 +54,15 @@
 #include "nitro/train/run_control.hpp"
 #include "nitro/train/show.hpp"
 
+#include "nitro/knobs/catalog.hpp"
+#include "nitro/knobs/declarations.hpp"
+#include "nitro/knobs/declare.hpp"
+#include "nitro/knobs/records.hpp"
+#include "nitro/knobs/selection.hpp"
+#include "nitro/knobs/sweep_points.hpp"
+
+#include "nitro/cli/main.hpp"
+
 #include "nitro/io/loggers/console.hpp"
 #include "nitro/io/loggers/csv.hpp"
 #include "nitro/io/loggers/defaults.hpp"

@@ -1,0 +1,393 @@
+// nitro/cli/commands.hpp — the commands that read declarations and records only: variants, diff,
+// watch, bundle, new, and the pieces of sweep that need no program (Slurm scripts, the table).
+//
+// Each takes the catalog and what the command line said and writes to the context's streams;
+// errors are nitro::error with E-CLI-* or E-REC-* codes (docs/cli.md lists the exit codes).
+#pragma once
+
+#include "nitro/cli/args.hpp"
+#include "nitro/cli/program.hpp"
+#include "nitro/cli/table.hpp"
+#include "nitro/cli/tar.hpp"
+#include "nitro/core/error.hpp"
+#include "nitro/knobs/catalog.hpp"
+#include "nitro/knobs/records.hpp"
+#include "nitro/knobs/selection.hpp"
+
+#include <cctype>      // toupper
+#include <cerrno>      // errno after kill
+#include <chrono>      // watch's clock
+#include <cstdio>      // snprintf
+#include <filesystem>  // files
+#include <map>         // metrics
+#include <optional>    // options
+#include <set>         // metric columns
+#include <sstream>     // texts
+#include <string>      // names
+#include <thread>      // sleep_for
+#include <vector>      // rows
+
+#include <signal.h>     // kill(pid, 0): is the run's process alive?
+#include <sys/types.h>  // pid_t
+
+namespace nitro::cli {
+
+// ---- variants ---------------------------------------------------------------------------------------
+// Exactly the note's layout: knobs (name, default, doc), variants (name, knob=value ...), sweeps
+// (name, "N points over knob, ...").
+inline std::string variants_text(catalog const& c) {
+  std::string s = "knobs:\n";
+  table k;
+  for (auto const& kn : c.knobs) k.row({kn.name, kn.default_value.str(), kn.doc});
+  s += k.str();
+  s += "variants:\n";
+  table v;
+  for (auto const& va : c.variants) {
+    std::string sets;
+    for (auto const& [name, value] : va.sets) sets += (sets.empty() ? "" : " ") + name + "=" + value.str();
+    v.row({va.name, sets});
+  }
+  if (c.variants.empty()) v.row({"none"});
+  s += v.str();
+  s += "sweeps:\n";
+  table w;
+  for (auto const& sw : c.sweeps) {
+    std::string axes;
+    for (auto const& a : sw.axes) axes += (axes.empty() ? "" : ", ") + a.knob;
+    std::string what = std::to_string(sw.points()) + (sw.points() == 1 ? " point over " : " points over ") + axes;
+    if (!sw.base.empty()) what += " on variant " + sw.base;
+    w.row({sw.name, what});
+  }
+  if (c.sweeps.empty()) w.row({"none"});
+  s += w.str();
+  return s;
+}
+
+// ---- diff -------------------------------------------------------------------------------------------
+inline std::map<std::string, double> final_metrics(ordered_json const& status) {
+  std::map<std::string, double> m;
+  if (status.contains("last") && status["last"].is_object())
+    for (auto const& [k, v] : status["last"].items())
+      if (v.is_number()) m[k] = v.get<double>();
+  return m;
+}
+
+inline std::string selection_words(ordered_json const& sel) {
+  selection_request r = selection_request::from_json(sel);
+  std::string s = r.variant ? "--variant " + *r.variant : std::string();
+  for (auto const& [k, v] : r.sets) s += (s.empty() ? "" : " ") + ("--set " + k + "=" + v);
+  return s.empty() ? "the defaults" : s;
+}
+
+inline std::string diff_text(std::string const& dir_a, std::string const& dir_b) {
+  namespace fs = std::filesystem;
+  ordered_json ma = read_json((fs::path(dir_a) / "manifest.json").string());
+  ordered_json mb = read_json((fs::path(dir_b) / "manifest.json").string());
+  ordered_json sa = fs::exists(fs::path(dir_a) / "status.json") ? read_json((fs::path(dir_a) / "status.json").string()) : ordered_json::object();
+  ordered_json sb = fs::exists(fs::path(dir_b) / "status.json") ? read_json((fs::path(dir_b) / "status.json").string()) : ordered_json::object();
+  auto str = [](ordered_json const& j, char const* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : std::string("?"); };
+  std::ostringstream o;
+  table head;
+  head.row({"", "A", "B"});
+  head.row({"run", fs::path(dir_a).filename().string(), fs::path(dir_b).filename().string()});
+  head.row({"program", ma.contains("program") ? str(ma["program"], "name") : "?", mb.contains("program") ? str(mb["program"], "name") : "?"});
+  head.row({"selection", selection_words(ma.value("selection", ordered_json::object())), selection_words(mb.value("selection", ordered_json::object()))});
+  head.row({"state", str(sa, "state"), str(sb, "state")});
+  head.row({"steps", sa.contains("step") ? sa["step"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : "?", sb.contains("step") ? sb["step"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : "?"});
+  o << head.str("");
+
+  o << "knobs that differ:\n";
+  table kd;
+  std::vector<std::string> same;
+  auto ka = ma.value("knobs", ordered_json::object()), kb = mb.value("knobs", ordered_json::object());
+  auto cell = [](ordered_json const& k) {
+    if (!k.is_object()) return std::string("(not a knob)");
+    std::string v = k.contains("value") ? (k["value"].is_string() ? k["value"].get<std::string>() : k["value"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)) : "?";
+    return v + " (" + (k.contains("source") && k["source"].is_string() ? k["source"].get<std::string>() : "?") + ")";
+  };
+  for (auto const& [name, a] : ka.items()) {
+    ordered_json b = kb.contains(name) ? kb[name] : ordered_json();
+    if (b.is_object() && a.contains("value") && b.contains("value") && a["value"] == b["value"]) {
+      same.push_back(name + "=" + (a["value"].is_string() ? a["value"].get<std::string>() : a["value"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+    } else {
+      kd.row({name, cell(a), cell(b)});
+    }
+  }
+  for (auto const& [name, b] : kb.items())
+    if (!ka.contains(name)) kd.row({name, cell(ordered_json()), cell(b)});
+  if (kd.empty()) kd.row({"none"});
+  o << kd.str();
+  if (!same.empty()) {
+    std::string s;
+    for (auto const& x : same) s += (s.empty() ? "" : ", ") + x;
+    o << "same in both: " << s << "\n";
+  }
+
+  o << "final metrics:\n";
+  auto fa = final_metrics(sa), fb = final_metrics(sb);
+  std::set<std::string> names;
+  for (auto const& [k, v] : fa) names.insert(k);
+  for (auto const& [k, v] : fb) names.insert(k);
+  table mt;
+  for (auto const& n : names) {
+    std::string a = fa.count(n) ? metric_text(fa[n]) : "-", b = fb.count(n) ? metric_text(fb[n]) : "-";
+    std::string d;
+    if (fa.count(n) && fb.count(n)) {
+      char buf[48];
+      std::snprintf(buf, sizeof buf, "%+.4f", fb[n] - fa[n]);
+      d = buf;
+    }
+    mt.row({n, a, b, d});
+  }
+  if (names.empty()) mt.row({"none recorded"});
+  o << mt.str();
+  return o.str();
+}
+
+// ---- watch ------------------------------------------------------------------------------------------
+inline std::string metrics_line_text(ordered_json const& j) {
+  std::string type = j.value("type", std::string());
+  auto num = [](ordered_json const& v) { return v.is_number_integer() ? v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : metric_text(v.get<double>()); };
+  std::string s;
+  if (type == "metadata") return "watching " + j.value("slug", std::string("?")) + "  program " + j.value("program", std::string("?"));
+  if (type == "end") return "end: " + j.value("state", std::string("?")) + " at step " + (j.contains("step") ? j["step"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : "?");
+  if (type == "eval") s = "eval " + j.value("split", std::string("?"));
+  else s = type;
+  for (auto const& [k, v] : j.items()) {
+    if (k == "type" || k == "split" || !v.is_number()) continue;
+    s += "  " + k + " " + num(v);
+  }
+  return s;
+}
+
+inline bool process_alive(ordered_json const& status) {
+  if (!status.contains("pid") || !status["pid"].is_number_integer()) return false;
+  if (status.contains("host") && status["host"].is_string() && status["host"].get<std::string>() != host_name()) return true;  // cannot tell
+  const long pid = status["pid"].get<long>();
+  return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+}
+
+// Follows a run until it ends. Returns exit_ok when it finished, exit_failed otherwise.
+inline int watch(context& ctx, std::string const& dir, double interval, std::optional<double> timeout) {
+  namespace fs = std::filesystem;
+  const std::string metrics = (fs::path(dir) / "metrics.jsonl").string();
+  const std::string status_path = (fs::path(dir) / "status.json").string();
+  std::size_t shown = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last_change = t0;
+  std::string last_heartbeat;
+  for (;;) {
+    if (fs::exists(metrics)) {
+      auto lines = read_jsonl(metrics);
+      for (; shown < lines.size(); ++shown) ctx.out << metrics_line_text(lines[shown]) << "\n";
+      ctx.out.flush();
+    }
+    ordered_json st = fs::exists(status_path) ? read_json(status_path) : ordered_json::object();
+    const std::string state = st.value("state", std::string("running"));
+    if (state != "running") {
+      std::string line = "state: " + state + "  step " + (st.contains("step") ? st["step"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : "?");
+      for (auto const& [k, v] : final_metrics(st)) line += "  " + k + " " + metric_text(v);
+      ctx.out << line << "\n";
+      if (st.contains("error") && st["error"].is_string()) ctx.out << st["error"].get<std::string>() << "\n";
+      return state == "finished" ? exit_ok : exit_failed;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    const std::string hb = st.value("heartbeat", std::string());
+    if (hb != last_heartbeat) { last_heartbeat = hb; last_change = now; }
+    const double quiet_for = std::chrono::duration<double>(now - last_change).count();
+    if (quiet_for > std::max(30.0, 20 * interval) && !process_alive(st)) {
+      ctx.out << "state: lost  the run's process is gone and its status has not changed for " << static_cast<long>(quiet_for)
+              << " s (last step " << (st.contains("step") ? st["step"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : "?") << ")\n";
+      return exit_failed;
+    }
+    if (timeout && std::chrono::duration<double>(now - t0).count() > *timeout) {
+      ctx.out << "state: running  still running after " << metric_text(*timeout) << " s (--timeout)\n";
+      return exit_failed;
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(interval));
+  }
+}
+
+// ---- bundle -----------------------------------------------------------------------------------------
+inline std::string weights_path_of(std::string const& run, std::string const& which) {
+  namespace fs = std::filesystem;
+  if (which == "final" || which == "best") {
+    std::string p = (fs::path(run) / "checkpoints" / (which + ".safetensors")).string();
+    if (!fs::exists(p))
+      throw error("E-REC-002", "the run " + run + " has no " + which + " checkpoint (" + p + ")",
+                  which == "best" ? "use --weights final (a run without a valid split keeps no best)"
+                                  : "the run did not finish; use --weights best, or rerun it");
+    return p;
+  }
+  if (!fs::exists(which)) throw error("E-REC-002", "no weights file " + which, "give final, best, or the path of a .safetensors file");
+  return which;
+}
+
+inline int bundle(context& ctx, std::string const& run, std::string const& which, std::optional<std::string> const& out) {
+  namespace fs = std::filesystem;
+  const std::string slug = fs::path(run).filename().string();
+  tar_writer t;
+  std::size_t files = 0;
+  for (char const* name : {"manifest.json", "status.json", "binding_report.txt", "metrics.jsonl"}) {
+    const std::string p = (fs::path(run) / name).string();
+    if (!fs::exists(p)) {
+      if (std::string(name) == "manifest.json") throw error("E-REC-002", "the run " + run + " has no manifest.json", "name a run folder");
+      continue;
+    }
+    t.add(slug + "/" + name, read_record_file(p));
+    ++files;
+  }
+  t.add(slug + "/weights.safetensors", read_record_file(weights_path_of(run, which)));
+  ++files;
+  const std::string path = out ? *out : slug + ".tar";
+  t.write(path);
+  ctx.out << "bundle " << path << ": " << files << " files from " << run << " (weights: " << which << ")\n";
+  return exit_ok;
+}
+
+// ---- new --------------------------------------------------------------------------------------------
+inline std::string camel_case(std::string const& name) {
+  std::string s;
+  bool up = true;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) { up = true; continue; }
+    s += up ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    up = false;
+  }
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) s = "Experiment" + s;
+  return s;
+}
+
+inline std::string new_experiment_source(std::string const& name) {
+  const std::string type = camel_case(name);
+  std::string src = R"nitro(// @NAME@ — a nitro experiment: knobs, variants and sweeps declared in the struct, the
+// command line from nitro::main. Build it like the examples (every examples/*.cpp is a binary), then
+//   ./@NAME@ variants                    what it may vary
+//   ./@NAME@ run --variant smoke         a quick run, recorded under runs/
+//   ./@NAME@ sweep widths                one run per compiled width
+#include <nitro/nitro.hpp>
+
+namespace @NAME_ID@ {
+
+struct FwdIn { BOOST_HANA_DEFINE_STRUCT(FwdIn, (nitro::Tensor, img)); };
+struct LossIn { BOOST_HANA_DEFINE_STRUCT(LossIn, (nitro::Tensor, label)); };
+struct Metrics { BOOST_HANA_DEFINE_STRUCT(Metrics, (nitro::mean_of, acc)); };
+
+template <int Width = 128>
+struct @TYPE@ {
+  nitro::GraphConst<int, Width> width;      // compiled in: each value is a program
+  nitro::Device<float> smoothing{0.05f};    // label smoothing, changed without recompiling
+  float lr = 1e-3f;                         // the base learning rate
+  int max_epochs = 3;                       // a run keyword read from a field
+  std::int64_t batch_size = 128;
+  std::int64_t train_limit = 0;             // 0: every training image
+
+  static constexpr auto knobs() {
+    return nitro::knobs(nitro::knob<"lr">("base learning rate"), nitro::knob<"width">("hidden width (compiled in)"),
+                        nitro::knob<"smoothing">("label smoothing"), nitro::knob<"max_epochs">("epochs to train"),
+                        nitro::knob<"batch_size">("samples per batch"), nitro::knob<"train_limit">("training images kept (0: all)"));
+  }
+  static constexpr auto variants() {
+    return nitro::variants(nitro::variant<"smoke">(nitro::set<"max_epochs">(1), nitro::set<"train_limit">(2000)));
+  }
+  static constexpr auto sweeps() {
+    return nitro::sweeps(nitro::sweep<"seeds">(nitro::axis<"seed">(1, 2, 3)), nitro::sweep<"widths">(nitro::axis<"width">(128, 256)));
+  }
+
+  // Built after the selection, so it sees the selected train_limit.
+  auto build_data() const { return nitro::data::fashion_mnist({.train_limit = train_limit}); }
+  auto build_model() const {
+    constexpr int W = decltype(width)::value;
+    return nitro::nn::chain(nitro::nn::dense<784, W>(nitro::nn::relu), nitro::nn::dense<W, 10>());
+  }
+  auto forward(auto const& model, auto const& ps, auto const& st, FwdIn const& in) const { return model(in.img, ps, st); }
+  auto loss(nitro::Tensor const& logits, LossIn const& in) const { return nitro::nn::logitcrossentropy(logits, in.label, smoothing); }
+  auto metrics(nitro::Tensor const& logits, LossIn const& in) const {
+    return Metrics{.acc = {nitro::nn::correct_count(logits, in.label), double(in.label.batch())}};
+  }
+};
+NITRO_EXPERIMENT(@TYPE@, width, smoothing, lr, max_epochs, batch_size, train_limit);
+
+}  // namespace @NAME_ID@
+
+int main(int argc, char** argv) { return nitro::main<@NAME_ID@::@TYPE@<128>, @NAME_ID@::@TYPE@<256>>(argc, argv); }
+)nitro";
+  std::string id = snake_case(name);
+  for (char& c : id) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  if (id.empty() || std::isdigit(static_cast<unsigned char>(id[0]))) id = "x" + id;
+  auto replace = [&](std::string const& from, std::string const& to) {
+    for (std::size_t at = src.find(from); at != std::string::npos; at = src.find(from, at + to.size())) src.replace(at, from.size(), to);
+  };
+  replace("@NAME_ID@", id);
+  replace("@NAME@", name);
+  replace("@TYPE@", type);
+  return src;
+}
+
+inline int new_experiment(context& ctx, std::string const& name, std::optional<std::string> const& out, bool force) {
+  namespace fs = std::filesystem;
+  if (name.empty() || name.find('/') != std::string::npos)
+    throw error("E-CLI-002", "`new` needs a plain name, not '" + name + "'", "e.g. `new my_mlp` (and --out DIR/my_mlp.cpp for another folder)");
+  const std::string path = out ? *out : name + ".cpp";
+  if (fs::exists(path) && !force) throw error("E-CLI-009", "`new` would overwrite " + path, "choose another name or --out, or add --force");
+  write_record_atomic(path, new_experiment_source(name));
+  ctx.out << "new " << path << ": the experiment " << camel_case(name) << " with knobs, a variant `smoke` and sweeps `seeds` and `widths`\n";
+  return exit_ok;
+}
+
+// ---- sweep pieces -----------------------------------------------------------------------------------
+inline std::string shell_quote(std::string const& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+inline std::string slurm_script(catalog const& c, std::string const& sweep, std::string const& self, std::string const& run_dir,
+                                std::vector<selection_request> const& points, std::vector<std::string> const& ids) {
+  std::ostringstream o;
+  o << "#!/bin/bash\n";
+  o << "# nitro sweep '" << sweep << "' of " << c.experiment << ": " << points.size() << " points, one per array task.\n";
+  o << "# Submit it with sbatch; each task runs one point with `run`, recorded under the run folder below.\n";
+  o << "#SBATCH --job-name=" << snake_case(c.experiment) << "-" << sweep << "\n";
+  o << "#SBATCH --array=0-" << (points.empty() ? 0 : points.size() - 1) << "\n";
+  o << "#SBATCH --output=" << run_dir << "/slurm-%A_%a.out\n";
+  o << "set -euo pipefail\n";
+  o << "case \"${SLURM_ARRAY_TASK_ID:?this script runs as a Slurm array task}\" in\n";
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    std::string args;
+    for (auto const& a : points[i].to_args()) {
+      args += ' ';
+      args += shell_quote(a);
+    }
+    o << "  " << i << ") set --" << args << " --id " << shell_quote(ids[i]) << " ;;\n";
+  }
+  o << "  *) echo \"no point $SLURM_ARRAY_TASK_ID in this sweep\" >&2; exit 2 ;;\n";
+  o << "esac\n";
+  o << "exec " << shell_quote(self) << " run \"$@\" --run-dir " << shell_quote(run_dir) << " --quiet\n";
+  return o.str();
+}
+
+struct sweep_row {
+  std::size_t index = 0;
+  std::string program, selection, state, slug;
+  std::map<std::string, double> metrics;
+};
+
+inline std::string sweep_table(std::vector<sweep_row> const& rows) {
+  std::set<std::string> names;
+  for (auto const& r : rows)
+    for (auto const& [k, v] : r.metrics)
+      if (k.rfind("train/", 0) != 0) names.insert(k);
+  table t;
+  std::vector<std::string> head = {"#", "program", "selection", "state"};
+  for (auto const& n : names) head.push_back(n);
+  t.row(head);
+  for (auto const& r : rows) {
+    std::vector<std::string> cells = {std::to_string(r.index), r.program, r.selection, r.state};
+    for (auto const& n : names) cells.push_back(r.metrics.count(n) ? metric_text(r.metrics.at(n)) : "-");
+    t.row(cells);
+  }
+  return t.str("");
+}
+
+}  // namespace nitro::cli

@@ -1,0 +1,354 @@
+// nitro/cli/main.hpp — nitro::main<Programs...>(argc, argv): every trainer binary's command line.
+//
+//   int main(int argc, char** argv) { return nitro::main<FashionMLP<128>, FashionMLP<256>>(argc, argv); }
+//
+// Programs are instantiations of one experiment; the first is the default. A selection's
+// GraphConst values pick the program compiled for them (a value not compiled in is E-KNOB-011).
+// Commands: run, sweep, variants, check, explain, diff, watch, ir, bundle, eval, new (--help for
+// each). Errors print their code, sentence and fix on stderr; exit codes are in docs/cli.md.
+#pragma once
+
+#include "nitro/cli/args.hpp"
+#include "nitro/cli/commands.hpp"
+#include "nitro/cli/program.hpp"
+#include "nitro/core/error.hpp"
+#include "nitro/knobs/catalog.hpp"
+#include "nitro/knobs/records.hpp"
+#include "nitro/knobs/selection.hpp"
+#include "nitro/knobs/slug.hpp"
+#include "nitro/knobs/sweep_points.hpp"
+
+#include <cerrno>      // errno
+#include <cstddef>     // size_t
+#include <cstring>     // strerror
+#include <filesystem>  // the binary's path
+#include <iostream>    // cout, cerr
+#include <optional>    // results
+#include <string>      // arguments
+#include <type_traits> // type_identity
+#include <vector>      // arguments
+
+#include <fcntl.h>     // the log files of sweep --jobs
+#include <spawn.h>     // posix_spawn: sweep --jobs
+#include <sys/wait.h>  // waitpid
+#include <unistd.h>    // environ
+
+extern char** environ;
+
+namespace nitro::cli {
+
+template <class... Programs>
+class app {
+  static_assert(sizeof...(Programs) >= 1, "nitro::main<Programs...>: name at least one experiment type");
+
+ public:
+  static catalog const& cat() {
+    static const catalog c = make_catalog<Programs...>();
+    return c;
+  }
+
+  // Calls f(std::type_identity<P>{}) for the program at index i.
+  template <class F>
+  static auto with_program(std::size_t i, F&& f) {
+    using R = decltype(f(std::type_identity<first_program>{}));
+    std::optional<R> r;
+    std::size_t k = 0;
+    ((k++ == i && !r ? (void)(r.emplace(f(std::type_identity<Programs>{}))) : (void)0), ...);
+    return std::move(*r);
+  }
+
+  static int run(context& ctx, std::vector<std::string> const& argv) {
+    try {
+      parsed_args a = parse_args(argv);
+      if (a.help) {
+        ctx.out << help_text(ctx.program, a.command);
+        return argv.empty() ? exit_usage : exit_ok;
+      }
+      return dispatch(ctx, a);
+    } catch (nitro::error const& e) {
+      ctx.err << e.what() << "\n";
+      return exit_code_of(e.code());
+    } catch (std::exception const& e) {
+      ctx.err << "error: " << e.what() << "\n";
+      return exit_failed;
+    }
+  }
+
+  static int exit_code_of(std::string const& code) {
+    if (code.rfind("E-REC-", 0) == 0 || code == "E-CLI-004") return exit_records;
+    if (code.rfind("E-KNOB-", 0) == 0 || code.rfind("E-CLI-", 0) == 0) return exit_usage;
+    if (code.rfind("E-DATA-", 0) == 0) return exit_usage;
+    return exit_failed;
+  }
+
+ private:
+  using first_program = std::tuple_element_t<0, std::tuple<Programs...>>;
+
+  static std::string default_run_dir(parsed_args const& a) {
+    if (a.run_dir) return *a.run_dir;
+    selection s = resolve_selection(cat(), a.selection);
+    return with_program(s.program, [&]<class P>(std::type_identity<P>) {
+      const P e = program<P>::experiment(cat(), s);
+      return program<P>::run_dir_of(program<P>::keyword_rows(e, cat(), s));
+    });
+  }
+
+  // The run a command reads: positional i, else the newest run with the command line's selection.
+  static std::string run_ref(parsed_args const& a, std::size_t i, std::string const& run_dir) {
+    if (i < a.positional.size()) return find_run(run_dir, a.positional[i]);
+    if (a.has_selection) return latest_run_with(run_dir, cat().experiment, a.selection);
+    return find_run(run_dir, "latest");
+  }
+
+  static int dispatch(context& ctx, parsed_args const& a) {
+    catalog const& c = cat();
+    const std::string& cmd = a.command;
+    if (cmd == "variants") {
+      ctx.out << variants_text(c);
+      return exit_ok;
+    }
+    if (cmd == "new") return new_experiment(ctx, a.positional[0], a.out, a.force);
+    if (cmd == "explain" || cmd == "ir" || cmd == "check" || cmd == "run") {
+      selection s = resolve_selection(c, a.selection);
+      return with_program(s.program, [&]<class P>(std::type_identity<P>) -> int {
+        if (cmd == "explain") { ctx.out << program<P>::explain_text(c, s); return exit_ok; }
+        if (cmd == "ir") { ctx.out << program<P>::ir_text(c, s); return exit_ok; }
+        if (cmd == "check") return program<P>::check(ctx, c, s);
+        return program<P>::run(ctx, c, s, {a.run_dir, a.id, a.quiet}).exit_code;
+      });
+    }
+    if (cmd == "diff") {
+      const std::string dir = default_run_dir(a);
+      std::vector<std::string> runs;
+      for (auto const& p : a.positional) runs.push_back(find_run(dir, p));
+      if (a.has_selection) runs.push_back(latest_run_with(dir, c.experiment, a.selection));
+      if (runs.size() == 1 && !a.has_selection) {
+        // one run: compare it with the newest run before it
+        auto all = list_runs(dir);
+        std::string before;
+        for (auto const& r : all) {
+          if (std::filesystem::equivalent(r.dir, runs[0])) break;
+          before = r.dir;
+        }
+        if (before.empty()) throw error("E-CLI-004", "there is no run before " + runs[0] + " to compare it with", "name two runs: `diff A B`");
+        runs.insert(runs.begin(), before);
+      }
+      if (runs.empty()) {
+        auto all = list_runs(dir);
+        if (all.size() < 2) throw error("E-CLI-004", "`diff` needs two runs, and " + dir + " holds " + std::to_string(all.size()), "name two runs: `diff A B`");
+        runs = {all[all.size() - 2].dir, all.back().dir};
+      }
+      if (runs.size() != 2)
+        throw error("E-CLI-002", "`diff` compares two runs, and this names " + std::to_string(runs.size()),
+                    "name two runs, or one run and a selection (the newest run made with it)");
+      ctx.out << diff_text(runs[0], runs[1]);
+      return exit_ok;
+    }
+    if (cmd == "watch") {
+      const std::string dir = default_run_dir(a);
+      return watch(ctx, run_ref(a, 0, dir), a.interval.value_or(1.0), a.timeout);
+    }
+    if (cmd == "bundle") {
+      const std::string dir = default_run_dir(a);
+      return bundle(ctx, run_ref(a, 0, dir), a.weights.value_or("final"), a.out);
+    }
+    if (cmd == "eval") return eval(ctx, a);
+    if (cmd == "sweep") return sweep(ctx, a);
+    throw error("E-CLI-001", "there is no command '" + cmd + "'", "see --help");
+  }
+
+  // ---- eval: a run's (or a checkpoint's) weights on a split ---------------------------------------
+  static int eval(context& ctx, parsed_args const& a) {
+    namespace fs = std::filesystem;
+    const std::string ref = a.positional[0];
+    std::string run, weights;
+    if (fs::is_regular_file(ref)) {
+      // a checkpoint file: its run is the folder above checkpoints/
+      weights = ref;
+      fs::path p = fs::absolute(ref).parent_path();
+      if (p.filename() == "checkpoints") p = p.parent_path();
+      if (!fs::exists(p / "manifest.json"))
+        throw error("E-REC-002", "no manifest.json beside the checkpoint " + ref + " (looked in " + p.string() + ")",
+                    "evaluate a checkpoint inside its run folder, or name the run");
+      run = p.string();
+    } else {
+      run = find_run(default_run_dir(a), ref);
+      weights = weights_path_of(run, a.weights.value_or("final"));
+    }
+    if (a.weights && fs::is_regular_file(ref)) weights = weights_path_of(run, *a.weights);
+    ordered_json m = read_json((fs::path(run) / "manifest.json").string());
+    if (!m.contains("experiment") || m["experiment"] != cat().experiment)
+      throw error("E-REC-002", "the run " + run + " was made by the experiment " + (m.contains("experiment") ? m["experiment"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : "?") +
+                                   ", not " + cat().experiment,
+                  "evaluate it with the binary of its own experiment");
+    selection_request req = selection_request::from_json(m.value("selection", ordered_json::object()));
+    selection s = resolve_selection(cat(), req);
+    ctx.out << "run " << run << "\n";
+    const std::string split = a.split.value_or("test");
+    return with_program(s.program, [&]<class P>(std::type_identity<P>) { return program<P>::eval(ctx, cat(), s, weights, split); });
+  }
+
+  // ---- sweep --------------------------------------------------------------------------------------
+  static int sweep(context& ctx, parsed_args const& a) {
+    namespace fs = std::filesystem;
+    catalog const& c = cat();
+    const std::string name = a.positional[0];
+    auto points = sweep_points(c, name, a.selection);
+    const std::string run_dir = default_run_dir(a);
+    const std::string sweep_id = make_run_id();
+    std::vector<std::string> ids;
+    for (std::size_t i = 0; i < points.size(); ++i) ids.push_back(sweep_id + "-p" + std::to_string(i));
+
+    if (a.emit) {
+      const std::string path = a.out ? *a.out : (fs::path(run_dir) / (name + "-" + sweep_id + ".slurm")).string();
+      std::error_code ec;
+      fs::create_directories(fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path(), ec);
+      write_record_atomic(path, slurm_script(c, name, fs::absolute(ctx.self).string(), fs::absolute(run_dir).string(), points, ids));
+      fs::permissions(path, fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add, ec);
+      ctx.out << "sweep " << name << ": " << points.size() << " points written as a Slurm job array to " << path << " (sbatch " << path << ")\n";
+      return exit_ok;
+    }
+
+    std::vector<sweep_row> rows(points.size());
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      selection s = resolve_selection(c, points[i]);
+      rows[i].index = i;
+      rows[i].program = c.programs[s.program];
+      rows[i].selection = selection_words(points[i].json());
+      rows[i].slug = make_slug(c.experiment, points[i], ids[i]);
+    }
+    if (!a.quiet) ctx.out << "sweep " << name << ": " << points.size() << " points under " << run_dir << "\n";
+
+    const std::int64_t jobs = a.jobs.value_or(1);
+    if (jobs <= 1) {
+      for (std::size_t i = 0; i < points.size(); ++i) {
+        selection s = resolve_selection(c, points[i]);
+        if (!a.quiet) ctx.out << "point " << i << ": " << rows[i].selection << "\n";
+        run_result r = with_program(s.program, [&]<class P>(std::type_identity<P>) {
+          return program<P>::run(ctx, c, s, {run_dir, ids[i], true});
+        });
+        rows[i].state = r.state;
+        rows[i].metrics = r.metrics;
+      }
+    } else {
+      run_processes(ctx, points, ids, run_dir, static_cast<std::size_t>(jobs), rows, name + "-" + sweep_id);
+    }
+
+    ctx.out << sweep_table(rows);
+    ordered_json summary;
+    summary["sweep"] = name;
+    summary["experiment"] = c.experiment;
+    summary["points"] = ordered_json::array();
+    bool all_finished = true;
+    for (auto const& r : rows) {
+      ordered_json p;
+      p["index"] = r.index;
+      p["slug"] = r.slug;
+      p["program"] = r.program;
+      p["selection"] = points[r.index].json();
+      p["state"] = r.state;
+      ordered_json m = ordered_json::object();
+      for (auto const& [k, v] : r.metrics) m[k] = v;
+      p["metrics"] = m;
+      summary["points"].push_back(p);
+      all_finished = all_finished && r.state == "finished";
+    }
+    std::error_code ec;
+    fs::create_directories(run_dir, ec);
+    const std::string spath = (fs::path(run_dir) / ("sweep-" + name + "-" + sweep_id + ".json")).string();
+    write_record_atomic(spath, summary.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    ctx.out << "summary " << spath << "\n";
+    return all_finished ? exit_ok : exit_failed;
+  }
+
+  // Runs the points as child processes of this binary, at most `jobs` at a time.
+  static void run_processes(context& ctx, std::vector<selection_request> const& points, std::vector<std::string> const& ids,
+                            std::string const& run_dir, std::size_t jobs, std::vector<sweep_row>& rows, std::string const& tag) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::create_directories(run_dir, ec);
+    std::vector<std::pair<pid_t, std::size_t>> running;
+    std::size_t next = 0;
+    auto finish = [&](pid_t pid, int wstatus) {
+      for (std::size_t k = 0; k < running.size(); ++k)
+        if (running[k].first == pid) {
+          const std::size_t i = running[k].second;
+          running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
+          const std::string status = (fs::path(run_dir) / rows[i].slug / "status.json").string();
+          if (fs::exists(status)) {
+            ordered_json st = read_json(status);
+            rows[i].state = st.value("state", std::string("?"));
+            rows[i].metrics = final_metrics(st);
+          } else {
+            rows[i].state = "failed";
+          }
+          if (!(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) && rows[i].state == "finished") rows[i].state = "failed";
+          ctx.out << "point " << i << " " << rows[i].state << ": " << rows[i].selection << "\n";
+          ctx.out.flush();
+          return;
+        }
+    };
+    while (next < points.size() || !running.empty()) {
+      while (next < points.size() && running.size() < jobs) {
+        const std::size_t i = next++;
+        std::vector<std::string> args = {ctx.self, "run"};
+        for (auto const& x : points[i].to_args()) args.push_back(x);
+        for (auto const& x : {std::string("--run-dir"), run_dir, std::string("--id"), ids[i], std::string("--quiet")}) args.push_back(x);
+        std::vector<char*> cargs;
+        for (auto& x : args) cargs.push_back(x.data());
+        cargs.push_back(nullptr);
+        const std::string log = (fs::path(run_dir) / ("sweep-" + tag + "-p" + std::to_string(i) + ".log")).string();
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        posix_spawn_file_actions_adddup2(&fa, 1, 2);
+        pid_t pid = 0;
+        const int rc = posix_spawn(&pid, ctx.self.c_str(), &fa, nullptr, cargs.data(), environ);
+        posix_spawn_file_actions_destroy(&fa);
+        if (rc != 0) {
+          rows[i].state = "failed";
+          ctx.err << "E-CLI-010: could not start point " << i << " as a process (" << std::strerror(rc) << ")\n";
+          continue;
+        }
+        running.emplace_back(pid, i);
+      }
+      if (running.empty()) break;
+      int wstatus = 0;
+      const pid_t pid = ::waitpid(-1, &wstatus, 0);
+      if (pid < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      finish(pid, wstatus);
+    }
+  }
+};
+
+// The binary's own path, to run sweep points as processes.
+inline std::string self_path(char const* argv0) {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) return p.string();
+  return argv0 ? std::string(argv0) : std::string();
+}
+
+}  // namespace nitro::cli
+
+namespace nitro {
+
+// The command line of a trainer binary: nitro::main<FashionMLP<128>, FashionMLP<256>>(argc, argv).
+template <class... Programs>
+int main(int argc, char** argv) {
+  std::vector<std::string> args;
+  std::string line = argc > 0 ? std::string(argv[0]) : std::string("nitro");
+  for (int i = 1; i < argc; ++i) {
+    args.emplace_back(argv[i]);
+    line += ' ';
+    line += argv[i];
+  }
+  cli::context ctx{argc > 0 ? std::filesystem::path(argv[0]).filename().string() : std::string("nitro"),
+                   cli::self_path(argc > 0 ? argv[0] : nullptr), line, std::cout, std::cerr};
+  return cli::app<Programs...>::run(ctx, args);
+}
+
+}  // namespace nitro

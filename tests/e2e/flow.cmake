@@ -1,0 +1,151 @@
+# The commands one after another on real runs of fashion_mlp_cli (Fashion-MNIST, the smoke slice):
+# run records (manifest, status, metrics, checkpoints) carry the selection; diff, eval, bundle,
+# watch (a finished run and a live one), check (writes nothing), sweeps in-process, as processes
+# (--jobs) and as a Slurm array task, a stopped run (SIGINT) with a complete record, and the errors
+# that need records (E-CLI-004, E-CLI-009, E-REC-003).
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+set(R ${WORK}/runs)
+
+# nitro(<expected rc> <output variable> args...)
+function(nitro rc var)
+  execute_process(COMMAND ${BIN} ${ARGN} WORKING_DIRECTORY ${WORK} RESULT_VARIABLE got OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT got EQUAL rc)
+    message(FATAL_ERROR "`${ARGN}` exited ${got}, expected ${rc}\nstdout:\n${out}\nstderr:\n${err}")
+  endif()
+  set(${var} "${out}${err}" PARENT_SCOPE)
+endfunction()
+function(expect text pattern)
+  string(FIND "${text}" "${pattern}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "expected '${pattern}' in:\n${text}")
+  endif()
+endfunction()
+function(expect_json file path want)
+  file(READ ${file} text)
+  string(JSON got GET "${text}" ${path})
+  if(NOT got STREQUAL want)
+    message(FATAL_ERROR "${file}: ${path} is '${got}', expected '${want}'")
+  endif()
+endfunction()
+
+# ---- run: the records carry the selection ---------------------------------------------------------
+nitro(0 out run --variant smoke --steps 40 --eval-every 20 --diagnostics --run-dir ${R} --id a)
+set(A ${R}/fashion_mlp-smoke-a)
+expect("${out}" "finished: ")
+string(REGEX MATCH "valid/acc ([0-9.]+)" m "${out}")
+set(run_acc ${CMAKE_MATCH_1})
+foreach(f manifest.json status.json metrics.jsonl binding_report.txt checkpoints/final.safetensors checkpoints/best.safetensors checkpoints/index.json)
+  if(NOT EXISTS ${A}/${f})
+    message(FATAL_ERROR "the run record lacks ${f}")
+  endif()
+endforeach()
+expect_json(${A}/manifest.json "selection;variant" smoke)
+expect_json(${A}/manifest.json "knobs;width;value" 64)
+expect_json(${A}/manifest.json "knobs;width;source" variant)
+expect_json(${A}/manifest.json "knobs;lr;source" default)
+expect_json(${A}/manifest.json "overrides;steps;source" override)
+expect_json(${A}/manifest.json "program;name" "FashionMLP<width=64>")
+expect_json(${A}/manifest.json "data;splits;train" 2000)
+expect_json(${A}/status.json "state" finished)
+expect_json(${A}/status.json "step" 40)
+expect_json(${A}/status.json "selection;knobs;train_limit;source" variant)
+file(STRINGS ${A}/metrics.jsonl lines)
+list(GET lines 0 first)
+string(JSON type GET "${first}" type)
+string(JSON variant GET "${first}" selection variant)
+if(NOT type STREQUAL "metadata" OR NOT variant STREQUAL "smoke")
+  message(FATAL_ERROR "the first metrics line is not the metadata with the selection: ${first}")
+endif()
+expect("${lines}" "\"grad_norm\":")
+
+# ---- a second run, diff -----------------------------------------------------------------------------
+nitro(0 out run --variant smoke --set lr=0.003 --steps 20 --run-dir ${R} --id b --quiet)
+nitro(0 out diff --run-dir ${R} fashion_mlp-smoke-a fashion_mlp-smoke-lr)
+expect("${out}" "  lr  0.001 (default)  0.003 (set)")
+expect("${out}" "steps      40")
+expect("${out}" "valid/acc")
+nitro(0 out diff --run-dir ${R} fashion_mlp-smoke-a --variant smoke --set lr=0.003)
+expect("${out}" "0.003 (set)")
+
+# ---- eval reproduces the run's final valid accuracy from its weights --------------------------------
+nitro(0 out eval --run-dir ${R} fashion_mlp-smoke-a --split valid)
+string(REGEX MATCH "valid  acc   ([0-9.]+)" m "${out}")
+if(NOT CMAKE_MATCH_1 STREQUAL run_acc OR run_acc STREQUAL "")
+  message(FATAL_ERROR "eval gave valid acc '${CMAKE_MATCH_1}', the run ended with '${run_acc}'")
+endif()
+nitro(0 out eval ${A}/checkpoints/best.safetensors)
+expect("${out}" "test  acc")
+
+# ---- bundle: a tar that tar reads -----------------------------------------------------------------
+nitro(0 out bundle --run-dir ${R} --variant smoke --set lr=0.003 -o ${WORK}/b.tar)
+execute_process(COMMAND ${CMAKE_COMMAND} -E tar tf ${WORK}/b.tar OUTPUT_VARIABLE listing RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "tar cannot read the bundle")
+endif()
+foreach(f manifest.json status.json binding_report.txt metrics.jsonl weights.safetensors)
+  expect("${listing}" "fashion_mlp-smoke-lr=0.003-b/${f}")
+endforeach()
+nitro(0 out bundle --run-dir ${R} fashion_mlp-smoke-a --weights best -o ${WORK}/best.tar)
+
+# ---- watch: a finished run, then a live one ----------------------------------------------------------
+nitro(0 out watch --run-dir ${R} fashion_mlp-smoke-a)
+expect("${out}" "watching fashion_mlp-smoke-a")
+expect("${out}" "state: finished  step 40")
+execute_process(
+  COMMAND sh -c "'${BIN}' run --variant smoke --steps 600 --eval-every 100 --run-dir '${R}' --id live --quiet & i=0; while [ ! -e '${R}/fashion_mlp-smoke-live/manifest.json' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; '${BIN}' watch --run-dir '${R}' --interval 0.2 --timeout 300 fashion_mlp-smoke-live; rc=$?; wait; exit $rc"
+  WORKING_DIRECTORY ${WORK} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "watching a live run failed (${rc}):\n${out}\n${err}")
+endif()
+expect("${out}" "state: finished  step 600")
+
+# ---- a run stopped with Ctrl-C keeps a complete record --------------------------------------------
+execute_process(
+  COMMAND sh -c "'${BIN}' run --variant smoke --steps 1000000 --run-dir '${R}' --id stop --quiet & pid=$!; i=0; while ! grep -q '\"type\":\"train\"' '${R}/fashion_mlp-smoke-stop/metrics.jsonl' 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; kill -INT $pid; wait $pid"
+  WORKING_DIRECTORY ${WORK} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 1)
+  message(FATAL_ERROR "a stopped run should exit 1, got ${rc}:\n${out}\n${err}")
+endif()
+expect_json(${R}/fashion_mlp-smoke-stop/status.json "state" stopped)
+nitro(1 out watch --run-dir ${R} fashion_mlp-smoke-stop)
+expect("${out}" "state: stopped")
+
+# ---- check writes nothing --------------------------------------------------------------------------
+file(GLOB before LIST_DIRECTORIES true ${WORK}/* ${R}/*)
+nitro(0 out check --variant smoke)
+expect("${out}" "check FashionMLP<width=64>: the hooks bind")
+expect("${out}" "  train      one batch of 128: outputs [10, 128]")
+expect("${out}" "nothing was written")
+file(GLOB after LIST_DIRECTORIES true ${WORK}/* ${R}/*)
+if(NOT before STREQUAL after)
+  message(FATAL_ERROR "check wrote files")
+endif()
+
+# ---- sweeps: in-process over two compiled programs, as processes, as a Slurm array task -------------
+nitro(0 out sweep widths --variant smoke --steps 10 --run-dir ${R})
+expect("${out}" "0  FashionMLP<width=64>   --variant smoke --set width=64   finished")
+expect("${out}" "1  FashionMLP<width=256>  --variant smoke --set width=256  finished")
+nitro(0 out sweep seeds --variant smoke --steps 10 --jobs 2 --run-dir ${R})
+expect("${out}" "2  FashionMLP<width=64>  --variant smoke --set seed=3  finished")
+nitro(0 out sweep seeds --variant smoke --steps 5 --emit slurm --run-dir ${R} -o ${WORK}/seeds.slurm)
+execute_process(COMMAND ${CMAKE_COMMAND} -E env SLURM_ARRAY_TASK_ID=1 bash ${WORK}/seeds.slurm
+                WORKING_DIRECTORY ${WORK} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the Slurm script's task 1 failed (${rc}):\n${out}\n${err}")
+endif()
+file(GLOB slurm_run ${R}/fashion_mlp-smoke-seed=2-*-p1)
+if(NOT slurm_run)
+  message(FATAL_ERROR "the Slurm task did not record its point (seed=2)")
+endif()
+
+# ---- errors that need records -----------------------------------------------------------------------
+nitro(3 out eval --run-dir ${R} fashion_mlp-smoke-xyz)
+expect("${out}" "E-CLI-004: no run called 'fashion_mlp-smoke-xyz'")
+file(WRITE ${WORK}/bad.safetensors "not a safetensors file at all")
+file(COPY ${WORK}/bad.safetensors DESTINATION ${A}/checkpoints)
+nitro(3 out eval ${A}/checkpoints/bad.safetensors)
+expect("${out}" "E-REC-003: the weights file")
+nitro(0 out new my_exp -o ${WORK}/my_exp.cpp)
+nitro(2 out new my_exp -o ${WORK}/my_exp.cpp)
+expect("${out}" "E-CLI-009: `new` would overwrite")

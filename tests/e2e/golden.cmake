@@ -1,0 +1,20 @@
+# Runs BIN with ARGS in WORK and compares its stdout and stderr with GOLDEN, and its exit code with RC.
+# The golden file holds stdout, then a line "--- stderr ---", then stderr. To refresh one after a
+# deliberate change: NITRO_UPDATE_GOLDEN=1 ctest -R e2e.<name>, then review the diff.
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+execute_process(COMMAND ${BIN} ${ARGS} WORKING_DIRECTORY ${WORK} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(got "${out}--- stderr ---\n${err}")
+if(DEFINED ENV{NITRO_UPDATE_GOLDEN})
+  file(WRITE ${GOLDEN} "${got}")
+  message(STATUS "updated ${GOLDEN}")
+endif()
+file(READ ${GOLDEN} want)
+if(NOT rc EQUAL RC)
+  message(FATAL_ERROR "exit code ${rc}, expected ${RC}; output:\n${got}")
+endif()
+if(NOT got STREQUAL want)
+  file(WRITE ${WORK}/got.txt "${got}")
+  execute_process(COMMAND diff -u ${GOLDEN} ${WORK}/got.txt OUTPUT_VARIABLE d)
+  message(FATAL_ERROR "the output differs from ${GOLDEN}:\n${d}")
+endif()

@@ -1,0 +1,374 @@
+// cli/: the command line of a trainer binary, driven in-process on a small synthetic data set —
+// the parser and its errors, help, variants, explain, run records, eval of the recorded weights,
+// diff, bundle (a tar read back), sweeps across two compiled programs, and the weights reader's
+// refusals. (tests/e2e drives the real binary on Fashion-MNIST.)
+#include <nitro/nitro.hpp>
+#include <nitro/cli/main.hpp>
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+namespace cli_test {
+
+struct Batch { BOOST_HANA_DEFINE_STRUCT(Batch, (nitro::Tensor, x), (nitro::Tensor, y)); };
+struct FwdIn { BOOST_HANA_DEFINE_STRUCT(FwdIn, (nitro::Tensor, x)); };
+struct LossIn { BOOST_HANA_DEFINE_STRUCT(LossIn, (nitro::Tensor, y)); };
+struct Metrics { BOOST_HANA_DEFINE_STRUCT(Metrics, (nitro::mean_of, acc)); };
+
+// Two classes told apart by the sign of x0 + x1 - x2: learnable in a few steps.
+inline nitro::data::dataset<Batch> make_data(std::int64_t n) {
+  auto split = [](std::int64_t count, std::uint64_t seed) {
+    Batch b{nitro::Tensor::owned({4, count}), nitro::Tensor::owned({2, count})};
+    nitro::rng g(seed);
+    for (std::int64_t i = 0; i < count; ++i) {
+      float s = 0;
+      for (int f = 0; f < 4; ++f) {
+        float v = float(g() % 2001) / 1000.0f - 1.0f;
+        b.x(f, i) = v;
+        s += f == 2 ? -v : (f == 3 ? 0.0f : v);
+      }
+      b.y(s > 0 ? 1 : 0, i) = 1.0f;
+    }
+    return b;
+  };
+  nitro::data::dataset<Batch> d;
+  d.name = "signs";
+  d.fingerprint = "signs:" + std::to_string(n);
+  d.splits.emplace_back("train", split(n, 1));
+  d.splits.emplace_back("valid", split(64, 2));
+  d.splits.emplace_back("test", split(64, 3));
+  return d;
+}
+
+template <int Width = 8>
+struct Tiny {
+  nitro::GraphConst<int, Width> width;
+  nitro::Device<float> smoothing{0.0f};
+  float lr = 1e-2f;
+  int max_epochs = 2;
+  std::int64_t batch_size = 16;
+  std::int64_t n_samples = 256;
+
+  static constexpr auto knobs() {
+    return nitro::knobs(nitro::knob<"lr">("learning rate"), nitro::knob<"width">("hidden width"), nitro::knob<"smoothing">(),
+                        nitro::knob<"max_epochs">("epochs"), nitro::knob<"n_samples">("training samples"),
+                        nitro::knob<"log_every_n_steps">("steps per train line"));
+  }
+  static constexpr auto variants() {
+    return nitro::variants(nitro::variant<"quick">(nitro::set<"max_epochs">(1), nitro::set<"n_samples">(128)),
+                           nitro::variant<"wide">(nitro::set<"width">(16)));
+  }
+  static constexpr auto sweeps() {
+    return nitro::sweeps(nitro::sweep<"widths">(nitro::axis<"width">(8, 16)),
+                         nitro::sweep<"lrs">(nitro::base<"quick">, nitro::axis<"lr">(0.01, 0.05)));
+  }
+
+  auto build_data() const { return make_data(n_samples); }
+  auto build_model() const {
+    constexpr int W = decltype(width)::value;
+    return nitro::nn::chain(nitro::nn::dense<4, W>(nitro::nn::relu), nitro::nn::dense<W, 2>());
+  }
+  auto forward(auto const& model, auto const& ps, auto const& st, FwdIn const& in) const { return model(in.x, ps, st); }
+  auto loss(nitro::Tensor const& logits, LossIn const& in) const { return nitro::nn::logitcrossentropy(logits, in.y, smoothing); }
+  auto metrics(nitro::Tensor const& logits, LossIn const& in) const {
+    return Metrics{.acc = {nitro::nn::correct_count(logits, in.y), double(in.y.batch())}};
+  }
+};
+NITRO_EXPERIMENT(Tiny, width, smoothing, lr, max_epochs, batch_size, n_samples);
+
+using App = nitro::cli::app<Tiny<8>, Tiny<16>>;
+
+struct result {
+  int rc;
+  std::string out, err;
+};
+inline result cli(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  nitro::cli::context ctx{"tiny", "/nonexistent/tiny", "tiny", out, err};
+  int rc = App::run(ctx, args);
+  return {rc, out.str(), err.str()};
+}
+
+inline std::string tmp_dir(std::string const& name) {
+  char const* base = std::getenv("NITRO_TEST_TMP");
+  std::filesystem::path p = std::filesystem::path(base ? base : "/tmp") / ("cli-" + name);
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p);
+  return p.string();
+}
+
+inline std::string error_text(auto&& f) {
+  try {
+    f();
+  } catch (nitro::error const& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace cli_test
+
+using namespace cli_test;
+
+TEST_CASE("the parser: options in both spellings, selections, positional arguments") {
+  auto a = nitro::cli::parse_args({"run", "--variant", "quick", "--set", "lr=0.5", "--set=seed=3", "--steps=10", "--eval-every", "5",
+                                   "--diagnostics", "--run-dir", "R", "--id", "x1", "--quiet"});
+  CHECK(a.command == "run");
+  CHECK(a.selection.variant == "quick");
+  CHECK(a.selection.sets == std::vector<std::pair<std::string, std::string>>{{"lr", "0.5"}, {"seed", "3"}});
+  CHECK(a.selection.steps == 10);
+  CHECK(a.selection.eval_every == 5);
+  CHECK(a.selection.diagnostics);
+  CHECK(a.run_dir == "R");
+  CHECK(a.id == "x1");
+  CHECK(a.quiet);
+  auto d = nitro::cli::parse_args({"diff", "a", "--", "--b"});
+  CHECK(d.positional == std::vector<std::string>{"a", "--b"});
+  auto b = nitro::cli::parse_args({"bundle", "-o", "x.tar"});
+  CHECK(b.out == "x.tar");
+  CHECK(nitro::cli::parse_args({"eval", "-h"}).help);
+  CHECK(nitro::cli::parse_args({}).help);
+}
+
+TEST_CASE("the parser's errors: E-CLI-001, E-CLI-002, E-CLI-003") {
+  auto fails = [](std::vector<std::string> args) { return error_text([&] { nitro::cli::parse_args(args); }); };
+  CHECK(fails({"rn"}) ==
+        "E-CLI-001: there is no command 'rn'; did you mean 'run'?\n"
+        "  fix: commands: run, sweep, variants, check, explain, diff, watch, ir, bundle, eval, new (--help lists them)");
+  CHECK(fails({"run", "--stpes", "10"}) ==
+        "E-CLI-002: `run` does not take the option '--stpes'; did you mean '--steps'?\n"
+        "  fix: `run` takes: --variant, --set, --steps, --eval-every, --diagnostics, --run-dir, --id, --quiet, --help");
+  CHECK(fails({"variants", "--set", "lr=1"}).rfind("E-CLI-002: `variants` does not take the option '--set'", 0) == 0);
+  CHECK(fails({"run", "--set", "lr"}) == "E-CLI-002: --set takes KNOB=VALUE, not 'lr'\n  fix: e.g. --set lr=0.002");
+  CHECK(fails({"run", "--steps", "0"}) == "E-CLI-002: --steps takes a whole number of at least 1, not '0'\n  fix: e.g. --steps 100");
+  CHECK(fails({"run", "--steps"}) == "E-CLI-002: --steps needs a value (N)\n  fix: write --steps N");
+  CHECK(fails({"run", "--quiet=yes"}).rfind("E-CLI-002: --quiet is a flag and takes no value", 0) == 0);
+  CHECK(fails({"sweep"}) == "E-CLI-002: `sweep` needs NAME\n  fix: e.g. `sweep NAME` (--help shows more)");
+  CHECK(fails({"run", "extra"}).rfind("E-CLI-002: `run` got an argument too many: 'extra'", 0) == 0);
+  CHECK(fails({"sweep", "x", "--emit", "pbs"}) == "E-CLI-002: --emit knows 'slurm', not 'pbs'\n  fix: write --emit slurm");
+  CHECK(fails({"run", "--id", "a/b"}).rfind("E-CLI-002: --id 'a/b' cannot end a folder name", 0) == 0);
+  CHECK(fails({"run", "--variant", "a", "--variant", "b"}) ==
+        "E-CLI-003: --variant is given twice ('a' and 'b')\n"
+        "  fix: name one variant: variants do not compose (add --set for the knobs that differ)");
+}
+
+TEST_CASE("help: the overview, and each command's usage, options and exit codes") {
+  auto r = cli({"--help"});
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("usage: tiny COMMAND [OPTIONS]") == 0);
+  auto none = cli({});
+  CHECK(none.rc == 2);  // no command is a usage mistake, answered with the overview
+  auto run = cli({"run", "--help"});
+  CHECK(run.rc == 0);
+  CHECK(run.out.find("usage: tiny run [OPTIONS]") == 0);
+  CHECK(run.out.find("  --set KNOB=VALUE") != std::string::npos);
+  CHECK(run.out.find("exit codes: 0 done (the run finished), 1 a run failed") != std::string::npos);
+  for (auto const& c : nitro::cli::commands()) CHECK(cli({std::string(c.name), "--help"}).rc == 0);
+}
+
+TEST_CASE("variants prints the note's layout") {
+  auto r = cli({"variants"});
+  CHECK(r.rc == 0);
+  CHECK(r.out ==
+        "knobs:\n"
+        "  lr                 0.01  learning rate\n"
+        "  width              8     hidden width\n"
+        "  smoothing          0\n"
+        "  max_epochs         2     epochs\n"
+        "  n_samples          256   training samples\n"
+        "  log_every_n_steps  50    steps per train line\n"
+        "  seed               1     the run seed; every random stream folds it in\n"
+        "variants:\n"
+        "  quick  max_epochs=1 n_samples=128\n"
+        "  wide   width=16\n"
+        "sweeps:\n"
+        "  widths  2 points over width\n"
+        "  lrs     2 points over lr on variant quick\n");
+}
+
+TEST_CASE("explain shows every knob and run keyword with value, source and doc") {
+  auto r = cli({"explain", "--variant", "quick", "--set", "lr=0.05", "--set", "log_every_n_steps=4", "--steps", "7"});
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("program Tiny<width=8>  (variant quick)\n") == 0);
+  CHECK(r.out.find("  lr                 0.05  set      learning rate\n") != std::string::npos);
+  CHECK(r.out.find("  max_epochs         1     variant  epochs\n") != std::string::npos);
+  CHECK(r.out.find("  width              8     default  hidden width\n") != std::string::npos);
+  // a run keyword that is a knob but not a field reaches the handle as a keyword
+  CHECK(r.out.find("  log_every_n_steps   4     keyword  steps between train log lines; the knob log_every_n_steps (set)\n") !=
+        std::string::npos);
+  CHECK(r.out.find("  max_epochs          1     field    epochs to train; the knob max_epochs (variant)\n") != std::string::npos);
+  CHECK(r.out.find("overrides:\n  steps  7  override") != std::string::npos);
+}
+
+TEST_CASE("run records the selection everywhere, and eval reproduces the recorded metrics from the weights") {
+  const std::string dir = tmp_dir("run");
+  auto r = cli({"run", "--variant", "quick", "--set", "n_samples=96", "--set", "log_every_n_steps=2", "--diagnostics", "--eval-every",
+                "3", "--run-dir", dir, "--id", "a", "--quiet"});
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const std::string run = dir + "/tiny-quick-n_samples=96-log_every_n_steps=2-a";
+  REQUIRE(std::filesystem::exists(run + "/manifest.json"));
+  auto m = nitro::read_json(run + "/manifest.json");
+  CHECK(m["experiment"] == "Tiny");
+  CHECK(m["program"]["name"] == "Tiny<width=8>");
+  CHECK(m["knobs"]["n_samples"]["value"] == 96);
+  CHECK(m["knobs"]["n_samples"]["source"] == "set");
+  CHECK(m["knobs"]["max_epochs"]["source"] == "variant");
+  CHECK(m["knobs"]["lr"]["source"] == "default");
+  CHECK(m["overrides"]["diagnostics"]["source"] == "override");
+  CHECK(m["run_keywords"]["log_every_n_steps"]["value"] == 2);
+  CHECK(m["run_keywords"]["log_every_n_steps"]["source"] == "keyword");
+  CHECK(m["run_keywords"]["max_epochs"]["source"] == "field");
+  CHECK(m["data"]["splits"]["train"] == 96);  // build_data saw the selected n_samples
+  auto st = nitro::read_json(run + "/status.json");
+  CHECK(st["state"] == "finished");
+  CHECK(st["step"] == 6);  // one epoch of 96 / 16
+  CHECK(st["selection"]["knobs"]["n_samples"]["value"] == 96);
+  CHECK(st["horizon"]["steps"] == 6);
+  auto lines = nitro::read_jsonl(run + "/metrics.jsonl");
+  REQUIRE(lines.size() > 3);
+  CHECK(lines[0]["type"] == "metadata");
+  CHECK(lines[0]["selection"]["variant"] == "quick");
+  int train_lines = 0, evals = 0;
+  for (auto const& l : lines) {
+    if (l["type"] == "train") {
+      ++train_lines;
+      CHECK(l["grad_norm"].get<double>() > 0);
+    }
+    if (l["type"] == "eval" && l["split"] == "valid") ++evals;
+  }
+  CHECK(train_lines == 3);
+  CHECK(evals == 2);  // at step 3 and at the epoch's end (step 6)
+  CHECK(lines.back()["type"] == "end");
+  CHECK(std::filesystem::exists(run + "/binding_report.txt"));
+  CHECK(std::filesystem::exists(run + "/checkpoints/final.safetensors"));
+
+  auto e = cli({"eval", "--run-dir", dir, "tiny-quick", "--split", "valid"});
+  INFO(e.err);
+  CHECK(e.rc == 0);
+  CHECK(e.out.find("  valid  acc   " + nitro::cli::metric_text(st["last"]["valid/acc"].get<double>()) + "\n") != std::string::npos);
+
+  // a second run, then diff and bundle
+  auto r2 = cli({"run", "--variant", "quick", "--set", "lr=0.05", "--run-dir", dir, "--id", "b", "--quiet"});
+  CHECK(r2.rc == 0);
+  auto d = cli({"diff", "--run-dir", dir, "tiny-quick-n", "tiny-quick-lr"});
+  CHECK(d.rc == 0);
+  CHECK(d.out.find("  lr                 0.01 (default)  0.05 (set)\n") != std::string::npos);
+  CHECK(d.out.find("same in both: width=8") != std::string::npos);
+  auto b = cli({"bundle", "--run-dir", dir, "--variant", "quick", "--set", "lr=0.05", "-o", dir + "/b.tar"});
+  CHECK(b.rc == 0);
+  auto files = nitro::cli::read_tar(nitro::read_record_file(dir + "/b.tar"));
+  REQUIRE(files.size() == 5);
+  CHECK(files[0].first == "tiny-quick-lr=0.05-b/manifest.json");
+  CHECK(files[4].first == "tiny-quick-lr=0.05-b/weights.safetensors");
+  CHECK(files[4].second == nitro::read_record_file(dir + "/tiny-quick-lr=0.05-b/checkpoints/final.safetensors"));
+  auto w = cli({"watch", "--run-dir", dir, "latest"});
+  CHECK(w.rc == 0);
+  CHECK(w.out.find("state: finished") != std::string::npos);
+}
+
+TEST_CASE("selection errors end the command with exit 2 and the coded message on stderr") {
+  auto r = cli({"run", "--set", "lrr=0.1"});
+  CHECK(r.rc == 2);
+  CHECK(r.err ==
+        "E-KNOB-005: --set names 'lrr', which the experiment does not declare; did you mean 'lr'?\n"
+        "  fix: set one of its knobs: lr, width, smoothing, max_epochs, n_samples, log_every_n_steps, seed (see `variants`)\n");
+  CHECK(cli({"check", "--set", "width=32"}).err.rfind("E-KNOB-011: --set asks for width=32", 0) == 0);
+  CHECK(cli({"explain", "--variant", "narrow"}).err.rfind("E-KNOB-004: --variant names 'narrow'", 0) == 0);
+  CHECK(cli({"sweep", "width"}).err.rfind("E-KNOB-012: `sweep` names 'width', which the experiment does not declare; did you mean 'widths'?", 0) == 0);
+  auto missing = cli({"watch", "--run-dir", tmp_dir("empty"), "nothing"});
+  CHECK(missing.rc == 3);
+  CHECK(missing.err.rfind("E-CLI-004: no run called 'nothing'", 0) == 0);
+}
+
+TEST_CASE("check binds and runs one batch of each split, writing nothing; ir shows the program") {
+  const std::string before = std::filesystem::current_path().string();
+  auto r = cli({"check", "--variant", "wide"});
+  INFO(r.err);
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("check Tiny<width=16>: the hooks bind\n") == 0);
+  CHECK(r.out.find("  hooks      forward(x)  loss(y)  metrics(y)\n") != std::string::npos);
+  CHECK(r.out.find("  train      one batch of 16: outputs [2, 16]") != std::string::npos);
+  CHECK(r.out.find("nothing was written") != std::string::npos);
+  CHECK(!std::filesystem::exists("runs/"));
+  auto ir = cli({"ir", "--variant", "wide"});
+  CHECK(ir.out.find("  layer_1.weight  [16, 4]  64  offset 0\n") != std::string::npos);
+  CHECK(ir.out.find("  layer_1  forward   gemm<float> [16 x 4] . [4 x B] + bias + relu (one pass)\n") != std::string::npos);
+  CHECK(ir.out.find("  x  float tensor  transferred  declared by forward\n") != std::string::npos);
+}
+
+TEST_CASE("sweep runs every point in the program compiled for it and tabulates them") {
+  const std::string dir = tmp_dir("sweep");
+  auto r = cli({"sweep", "widths", "--variant", "quick", "--steps", "3", "--run-dir", dir, "--quiet"});
+  INFO(r.err);
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("0  Tiny<width=8>   --variant quick --set width=8   finished") != std::string::npos);
+  CHECK(r.out.find("1  Tiny<width=16>  --variant quick --set width=16  finished") != std::string::npos);
+  CHECK(nitro::list_runs(dir).size() == 2);
+  auto s = cli({"sweep", "lrs", "--emit", "slurm", "--run-dir", dir, "-o", dir + "/lrs.slurm"});
+  CHECK(s.rc == 0);
+  auto script = nitro::read_record_file(dir + "/lrs.slurm");
+  CHECK(script.find("#SBATCH --array=0-1\n") != std::string::npos);
+  CHECK(script.find("  1) set -- '--variant' 'quick' '--set' 'lr=0.05' --id '") != std::string::npos);
+}
+
+TEST_CASE("sweep --jobs: a point that cannot start as a process is E-CLI-010, and the sweep fails") {
+  const std::string dir = tmp_dir("jobs");
+  auto r = cli({"sweep", "widths", "--steps", "2", "--jobs", "2", "--run-dir", dir, "--quiet"});  // this binary is /nonexistent/tiny
+  CHECK(r.rc == 1);
+  CHECK(r.err.rfind("E-CLI-010: could not start point 0 as a process (", 0) == 0);
+  CHECK(r.out.find("0  Tiny<width=8>   --set width=8   failed") != std::string::npos);
+}
+
+TEST_CASE("tar: members round-trip, long names use the prefix, damage is E-REC-002") {
+  nitro::cli::tar_writer t;
+  const std::string long_name = std::string(120, 'd') + "/" + std::string(90, 'f');
+  t.add("a/b.txt", "hello", 0);
+  t.add(long_name, std::string(1000, 'x'), 0);
+  t.add("empty", "", 0);
+  const std::string bytes = t.bytes();
+  CHECK(bytes.size() % 512 == 0);
+  auto files = nitro::cli::read_tar(bytes);
+  REQUIRE(files.size() == 3);
+  CHECK(files[0] == std::pair<std::string, std::string>{"a/b.txt", "hello"});
+  CHECK(files[1].first == long_name);
+  CHECK(files[1].second == std::string(1000, 'x'));
+  CHECK(files[2].second.empty());
+  std::string bad = bytes;
+  bad[10] ^= 1;
+  CHECK(error_text([&] { nitro::cli::read_tar(bad); }) ==
+        "E-REC-002: the tar archive is damaged: a header's checksum does not match at byte 0\n  fix: write it again with `bundle`");
+  CHECK(error_text([&] { nitro::cli::read_tar(bytes.substr(0, 700)); }).rfind("E-REC-002: the tar archive is damaged", 0) == 0);
+  CHECK(error_text([&] { t.add(std::string(300, 'n'), "x"); }).rfind("E-REC-001", 0) == 0);
+}
+
+TEST_CASE("weights: a damaged or foreign file is refused before anything is copied") {
+  const std::string dir = tmp_dir("weights");
+  auto h = nitro::cli::program<Tiny<8>>::handle(App::cat(), nitro::resolve_selection(App::cat(), {}));
+  nitro::cli::detail::write_weights(dir + "/w.safetensors", h->params(), h->state(), {{"step", "3"}});
+  auto f = nitro::cli::detail::read_weights_file(dir + "/w.safetensors");
+  CHECK(f.metadata.at("step") == "3");
+  nitro::cli::detail::load_weights(f, "params.", h->params());  // its own file loads
+
+  auto other = nitro::cli::program<Tiny<16>>::handle(App::cat(), nitro::resolve_selection(App::cat(), {}));
+  CHECK(error_text([&] { nitro::cli::detail::load_weights(f, "params.", other->params()); }) ==
+        "E-REC-003: the weights file " + dir + "/w.safetensors cannot be used: 'params.layer_1.weight' has shape [4,8], the program's is [4,16]\n"
+        "  fix: evaluate another checkpoint (--weights final|best|PATH), or rerun the run to write it again");
+  nitro::write_record_atomic(dir + "/short", "abc");
+  CHECK(error_text([&] { nitro::cli::detail::read_weights_file(dir + "/short"); }).find("shorter than the 8-byte header length") != std::string::npos);
+  std::string bytes = nitro::read_record_file(dir + "/w.safetensors");
+  bytes[0] = char(0xff);
+  bytes[1] = char(0xff);
+  nitro::write_record_atomic(dir + "/long", bytes);
+  CHECK(error_text([&] { nitro::cli::detail::read_weights_file(dir + "/long"); }).find("runs past the end of the file") != std::string::npos);
+  std::string cut = nitro::read_record_file(dir + "/w.safetensors");
+  nitro::write_record_atomic(dir + "/cut", cut.substr(0, cut.size() - 8));
+  auto fc = nitro::cli::detail::read_weights_file(dir + "/cut");
+  CHECK(error_text([&] { nitro::cli::detail::load_weights(fc, "state.", h->state()); }) == "no error");  // no state leaves
+  CHECK(error_text([&] { nitro::cli::detail::load_weights(fc, "params.", h->params()); }).find("outside the data or of the wrong size") !=
+        std::string::npos);
+}
