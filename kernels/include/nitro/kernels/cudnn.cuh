@@ -82,7 +82,7 @@ class conv2d_dnn {
     NITRO_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&m_conv));
     NITRO_CUDNN_CHECK(cudnnSetFilter4dDescriptor(m_w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.out_c, s.in_c, s.k, s.k));
     NITRO_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(m_conv, s.pad, s.pad, s.stride, s.stride, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    NITRO_CUDNN_CHECK(cudnnSetConvolutionMathType(m_conv, CUDNN_DEFAULT_MATH));  // FP32, as the CPU backend
+    NITRO_CUDNN_CHECK(cudnnSetConvolutionMathType(m_conv, CUDNN_FMA_MATH));  // FP32 FMAs, as the CPU backend (DEFAULT_MATH allows TF32)
     m_bias.set(1, s.out_c, 1, 1);
   }
   ~conv2d_dnn() {
@@ -156,8 +156,9 @@ class conv2d_dnn {
   bool act_math_needs_pre() const noexcept { return m_s.act == activation_kind::gelu; }
   template <class Perf>
   static Perf const& pick(Perf const* p, int n, char const* what) {
-    for (int i = 0; i < n; ++i)
-      if (p[i].status == CUDNN_STATUS_SUCCESS) return p[i];
+    for (int i = 0; i < n; ++i)  // the fastest that works and computes in FP32 (no tensor-op math)
+      if (p[i].status == CUDNN_STATUS_SUCCESS && p[i].mathType != CUDNN_TENSOR_OP_MATH && p[i].mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+        return p[i];
     throw error("E-CUDA-005", std::string("cuDNN offers no ") + what + " convolution algorithm for this shape",
                 "report the layer and input shape");
   }
