@@ -158,3 +158,18 @@ TEST_CASE("loader: every sample once per epoch, seeded order, resumable at any b
   CHECK(last == 200 % 64);
   CHECK(ev.batches_per_epoch() == 4);
 }
+
+TEST_CASE("loader: without prefetch (one buffer) every batch still arrives") {
+  auto d = nitro::data::fashion_mnist({.valid = 100, .train_limit = 1000, .test_limit = 200});
+  nitro::data::loader<nitro::data::image_batch> ld(d.split("test"), {.batch_size = 50, .shuffle = false, .drop_last = false, .prefetch = 0});
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    ld.start_epoch(static_cast<std::uint64_t>(epoch));
+    std::int64_t n = 0, first = -1;
+    while (auto b = ld.next()) {
+      if (first < 0) first = b->idx[0];
+      n += b->img.batch();
+    }
+    CHECK(n == 200);
+    CHECK(first == 0);
+  }
+}

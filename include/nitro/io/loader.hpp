@@ -68,6 +68,7 @@ class loader {
     m_next_take = first;
     m_end = batches_per_epoch();
     for (auto& s : m_slots) s.ready = false;
+    m_held = false;
     m_fill_slot = 0;
     m_take_slot = 0;
     m_error = nullptr;
@@ -81,15 +82,15 @@ class loader {
     std::unique_lock<std::mutex> lock(m_mutex);
     if (m_next_take >= m_end) return std::nullopt;
     slot& s = m_slots[m_take_slot];
-    if (m_taken_pending) {  // the previous batch's buffers are free again
-      m_taken_pending = false;
+    if (m_held) {  // the previous batch's buffers are free again
+      m_held = false;
       m_cv.notify_all();
     }
     m_cv.wait(lock, [&] { return s.ready || m_error; });
     if (m_error) std::rethrow_exception(m_error);
     Batch b = s.view;
     s.ready = false;
-    m_taken_pending = true;
+    m_held = true;
     m_take_slot = (m_take_slot + 1) % m_slots.size();
     ++m_next_take;
     m_cv.notify_all();
@@ -137,10 +138,12 @@ class loader {
       m_cv.notify_all();
     }
   }
-  // a slot is free when it is not ready and not the one the consumer holds
+  // Slots in use: batches filled and not yet taken, plus the one the consumer holds until its next
+  // call to next(). The producer fills while one is free.
   bool can_fill() const {
     if (m_next_fill >= m_end || m_error) return false;
-    if (m_next_fill - m_next_take >= static_cast<std::int64_t>(m_slots.size()) - 1) return false;
+    const std::int64_t in_use = (m_next_fill - m_next_take) + (m_held ? 1 : 0);
+    if (in_use >= static_cast<std::int64_t>(m_slots.size())) return false;
     return !m_slots[m_fill_slot].ready;
   }
   void build_order(std::uint64_t epoch) {
@@ -160,7 +163,7 @@ class loader {
   std::thread m_worker;
   bool m_stop = false;
   bool m_order_ready = false;
-  bool m_taken_pending = false;
+  bool m_held = false;  // the consumer holds the last batch it was given
   std::uint64_t m_generation = 0;
   std::uint64_t m_epoch = 0;
   std::int64_t m_next_fill = 0, m_next_take = 0, m_end = 0;
