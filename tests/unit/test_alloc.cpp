@@ -80,6 +80,28 @@ struct Cnn {
   auto loss(nitro::Tensor const& y, LossIn const& in) const { return nitro::nn::logitcrossentropy(y, in.label, smoothing); }
 };
 NITRO_EXPERIMENT(Cnn, smoothing, batch_size);
+
+// the optimizer program at full stretch: two groups with different rules, a w0 anchor, ASAM's two
+// passes, accumulation, global clipping, and schedules writing rule fields and a Device field
+struct Tuned {
+  nitro::Device<float> smoothing{0.05f};
+  std::int64_t batch_size = 64;
+  auto build_data() const { return nitro::data::fashion_mnist({.valid = 100, .train_limit = 2560, .test_limit = 100}); }
+  auto build_model() const { return nitro::nn::chain(nitro::nn::dense<784, 64>(nitro::nn::relu), nitro::nn::dense<64, 10>()); }
+  auto forward(auto const& m, auto const& ps, auto const& st, FwdIn const& in) const { return m(in.img, ps, st); }
+  auto loss(nitro::Tensor const& y, LossIn const& in) const { return nitro::nn::logitcrossentropy(y, in.label, smoothing); }
+  auto param_group(auto kp) const {
+    if constexpr (kp.view().starts_with("layer_1")) return nitro::group<"encoder">{};
+    else return nitro::group<"head">{};
+  }
+  auto optimizer(nitro::group<"encoder">) const { return nitro::optim::asam(nitro::optim::adamw()); }
+  auto optimizer(nitro::group<"head">) const { return nitro::optim::sgd({.momentum = 0.9, .nesterov = true}); }
+  auto decay_anchor(nitro::group<"encoder">) const { return nitro::anchor::w0; }
+  auto schedules() const {
+    return nitro::schedule_map{nitro::key<"eta"> = nitro::sched::one_cycle(1e-3), nitro::key<"smoothing"> = nitro::sched::linear(0.0, 0.1)};
+  }
+};
+NITRO_EXPERIMENT(Tuned, smoothing, batch_size);
 }  // namespace alloc_test
 
 TEST_CASE("training steps after the first allocate nothing") {
@@ -131,4 +153,27 @@ TEST_CASE("training steps of a CNN (conv, pooling, batch_norm, dropout, layer_no
   CHECK(steps == 20);
   CHECK(g_allocations.load() == 0);
   CHECK(running_mean() != before);  // the steps did run batch_norm in training mode
+}
+
+TEST_CASE("optimizer steps (groups, ASAM, accumulation, clipping, schedules) after the first allocate nothing") {
+  if (!NITRO_ALLOC_COUNTING) {
+    MESSAGE("skipped: allocation counting is off under AddressSanitizer, which owns malloc");
+    return;
+  }
+  nitro::Nitro h(alloc_test::Tuned{}, nitro::accum = 2, nitro::gradient_clip_norm = 1.0);
+  auto const& split = h.data().split("train");
+  nitro::data::loader<nitro::data::image_batch> ld(split, {.batch_size = 64, .shuffle = true, .drop_last = true, .prefetch = 2, .seed = 1});
+  ld.start_epoch(0);
+  g_allocations = 0;
+  long batches = 0;
+  while (auto b = ld.next()) {
+    if (batches == 2) g_counting = true;  // the first optimizer step sizes the arena and the tape
+    h.train_step(*b);
+    ++batches;
+  }
+  g_counting = false;
+  CHECK(batches == 40);
+  CHECK(h.step() == 20);
+  CHECK(g_allocations.load() == 0);
+  CHECK(float(h.experiment().smoothing) > 0.0f);  // the schedule wrote the Device field
 }

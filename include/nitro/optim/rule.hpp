@@ -1,0 +1,203 @@
+// nitro/optim/rule.hpp — what an optimizer rule is, and the chain combinator.
+//
+// A rule turns the gradient into an update direction, elementwise, with named fields (every one
+// can be scheduled by its name) and per-element state buffers. It works on blocks: stretches of
+// at most block_size elements of a group's span, small enough to stay in L1 and wide enough for
+// the vector units (the arithmetic is Eigen array expressions, which vectorise sqrt and division):
+//   using fields = field_names<"beta1", "beta2", "eps">;   names of its scalar fields
+//   static constexpr std::array<domain, N> domains;        what values each field accepts
+//   using states = field_names<"m", "v">;                  its state buffers, one flat buffer each per group
+//   std::array<double, N> values;                          the fields' values when nothing schedules them
+//   double default_lambda;                                 decoupled decay when lambda(group) is absent
+//   consts prepare(double const* fields, int64_t t) const  per group and step: the loop's constants
+//   static void apply<Decay, Anchor>(consts, block)        one block: b.u holds the direction in, and out
+//   std::string describe(double const* fields) const       "adam(beta1=0.9, beta2=0.999, eps=1e-08)"
+// The optimizer program (program.hpp) applies a group's rule once per step over the group's whole
+// flat buffer: u = rule(g); then w <- w - eta*lambda*(w - anchor) on decayed leaves; w <- w - eta*u.
+// `eta` and `lambda` are fields of every group; a rule's own fields follow them.
+//
+// chain(r1, r2, ...) applies r1, then r2 to r1's output, ... (coupled L2 decay then momentum:
+// chain(decayed_weights(1e-4), sgd({.momentum = 0.9})) is PyTorch's SGD with weight_decay).
+// The rules themselves live in optim/rules/.
+#pragma once
+
+#include "nitro/core/fixed_string.hpp"
+#include "nitro/core/meta.hpp"
+#include "nitro/optim/group.hpp"
+
+#include <Eigen/Core>
+
+#include <array>        // fields, domains
+#include <cmath>        // isfinite
+#include <cstddef>      // size_t
+#include <cstdint>      // int64_t
+#include <cstdio>       // snprintf for describe
+#include <string>       // describe
+#include <string_view>  // names
+#include <tuple>        // chain
+#include <type_traits>  // traits
+#include <utility>      // index_sequence
+
+namespace nitro::optim {
+
+// What values a field accepts. Checked at setup for every value a schedule will produce.
+enum class domain { any, nonnegative, positive, unit_open, unit_closed };
+constexpr bool in_domain(domain d, double v) noexcept {
+  if (!(v == v) || v - v != 0) return false;  // NaN or infinite
+  switch (d) {
+    case domain::any: return true;
+    case domain::nonnegative: return v >= 0;
+    case domain::positive: return v > 0;
+    case domain::unit_open: return v >= 0 && v < 1;
+    case domain::unit_closed: return v >= 0 && v <= 1;
+  }
+  return false;
+}
+constexpr char const* to_string(domain d) noexcept {
+  switch (d) {
+    case domain::any: return "a finite number";
+    case domain::nonnegative: return ">= 0";
+    case domain::positive: return "> 0";
+    case domain::unit_open: return "in [0, 1)";
+    case domain::unit_closed: return "in [0, 1]";
+  }
+  return "?";
+}
+
+// Compile-time names of a rule's fields or states.
+template <fixed_string... N>
+struct field_names {
+  static constexpr std::size_t size = sizeof...(N);
+  static constexpr std::array<std::string_view, sizeof...(N)> views{N.view()...};
+  using diagnostic = opt_fields<str_of<N>...>;
+  static constexpr int index_of(std::string_view name) noexcept {
+    for (std::size_t i = 0; i < size; ++i)
+      if (views[i] == name) return static_cast<int>(i);
+    return -1;
+  }
+};
+namespace detail {
+template <class... L> struct concat_names { using type = field_names<>; };
+template <fixed_string... A> struct concat_names<field_names<A...>> { using type = field_names<A...>; };
+template <fixed_string... A, fixed_string... B, class... R>
+struct concat_names<field_names<A...>, field_names<B...>, R...> {
+  using type = typename concat_names<field_names<A..., B...>, R...>::type;
+};
+
+inline std::string format_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+template <class Fields>
+std::string describe_fields(double const* f, std::size_t skip_last = 0) {
+  std::string s;
+  for (std::size_t i = 0; i + skip_last < Fields::size; ++i)
+    s += (i ? ", " : "") + std::string(Fields::views[i]) + "=" + format_number(f[i]);
+  return s;
+}
+}  // namespace detail
+
+// One block of a group's span, as a rule sees it (pointers at the block's first element).
+inline constexpr std::int64_t block_size = 512;
+struct block {
+  float* u;              // the direction: the scaled gradient in, the rule's output out
+  float const* w;        // the weights
+  float const* a;        // the decay anchor; nullptr when it is zero
+  float* const* state;   // the rule's state buffers
+  float* scratch;        // block_size floats the rule may use
+  std::int64_t n;        // elements, at most block_size
+};
+
+namespace detail {
+using array_map = Eigen::Map<Eigen::ArrayXf>;
+using const_array_map = Eigen::Map<const Eigen::ArrayXf>;
+inline array_map arr(float* p, std::int64_t n) noexcept { return array_map(p, static_cast<Eigen::Index>(n)); }
+inline const_array_map arr(float const* p, std::int64_t n) noexcept { return const_array_map(p, static_cast<Eigen::Index>(n)); }
+}  // namespace detail
+
+// A rule: the interface above, checked where a rule is required.
+template <class R>
+concept rule = requires(R const& r, double const* f, block const& b) {
+  typename R::fields;
+  typename R::states;
+  typename R::consts;
+  { R::domains.size() } -> std::convertible_to<std::size_t>;
+  { r.values.size() } -> std::convertible_to<std::size_t>;
+  { r.default_lambda } -> std::convertible_to<double>;
+  { r.prepare(f, std::int64_t{1}) } -> std::same_as<typename R::consts>;
+  { R::template apply<true, true>(std::declval<typename R::consts const&>(), b) } -> std::same_as<void>;
+  { r.describe(f) } -> std::convertible_to<std::string>;
+} && (R::fields::size == R::domains.size());
+
+// SAM-wrapped rules say so (sam.hpp); plain rules do not perturb.
+template <class R> struct perturbs : std::false_type {};
+
+// ---- chain --------------------------------------------------------------------------------------
+template <class... R>
+struct chain_rule {
+  static_assert(sizeof...(R) >= 1, "nitro::optim::chain(...) needs at least one rule");
+  static_assert((rule<R> && ...), "nitro::optim::chain(...): every argument must be a rule (sgd, adam, adamw, lion, decayed_weights, chain)");
+  static_assert(!(perturbs<R>::value || ...),
+                "nitro::optim::chain(...): SAM wraps a whole rule: write sam(chain(...)), not chain(sam(...))");
+
+  using fields = typename detail::concat_names<typename R::fields...>::type;
+  using states = typename detail::concat_names<typename R::states...>::type;
+  static constexpr auto domains = [] {
+    std::array<domain, fields::size> d{};
+    std::size_t k = 0;
+    ((void)[&] { for (auto x : R::domains) d[k++] = x; }(), ...);
+    return d;
+  }();
+  static constexpr std::array<std::size_t, sizeof...(R)> field_offset = [] {
+    std::array<std::size_t, sizeof...(R)> o{};
+    std::size_t k = 0, i = 0;
+    ((o[i++] = k, k += R::fields::size), ...);
+    return o;
+  }();
+  static constexpr std::array<std::size_t, sizeof...(R)> state_offset = [] {
+    std::array<std::size_t, sizeof...(R)> o{};
+    std::size_t k = 0, i = 0;
+    ((o[i++] = k, k += R::states::size), ...);
+    return o;
+  }();
+
+  std::tuple<R...> rules;
+  std::array<double, fields::size> values{};
+  double default_lambda = 0;
+
+  constexpr chain_rule() = default;
+  constexpr explicit chain_rule(R... r) : rules(r...) {
+    std::size_t k = 0;
+    ((void)[&] { for (double v : r.values) values[k++] = v; }(), ...);
+    ((default_lambda = default_lambda != 0 ? default_lambda : r.default_lambda), ...);
+  }
+
+  using consts = std::tuple<typename R::consts...>;
+  consts prepare(double const* f, std::int64_t t) const {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return consts{std::get<I>(rules).prepare(f + field_offset[I], t)...};
+    }(std::index_sequence_for<R...>{});
+  }
+  template <bool Decay, bool Anchor>
+  static void apply(consts const& k, block const& b) noexcept {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((std::tuple_element_t<I, std::tuple<R...>>::template apply<Decay, Anchor>(
+           std::get<I>(k), block{b.u, b.w, b.a, b.state + state_offset[I], b.scratch, b.n})),
+       ...);
+    }(std::index_sequence_for<R...>{});
+  }
+  std::string describe(double const* f) const {
+    std::string s = "chain(";
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((s += (I ? ", " : "") + std::get<I>(rules).describe(f + field_offset[I])), ...);
+    }(std::index_sequence_for<R...>{});
+    return s + ")";
+  }
+};
+
+// chain(r1, r2, ...): r1's output is r2's input.
+template <class... R>
+constexpr chain_rule<R...> chain(R... r) { return chain_rule<R...>(r...); }
+
+}  // namespace nitro::optim

@@ -1,0 +1,67 @@
+// nitro/optim/rules/adam.hpp — Adam, and AdamW (Adam with decoupled weight decay).
+//
+//   nitro::optim::adam()                           PyTorch's torch.optim.Adam (no weight decay)
+//   nitro::optim::adamw({.lambda = 1e-2})          PyTorch's torch.optim.AdamW: the same direction,
+//                                                  with decoupled decay w <- w - eta*lambda*(w - anchor)
+//     m <- beta1*m + (1 - beta1)*g;  v <- beta2*v + (1 - beta2)*g^2
+//     u <- (m / (1 - beta1^t)) / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+// Fields: beta1, beta2, eps. States: "m", "v". AdamW's lambda is the group's `lambda` field (the
+// default when the experiment has no lambda(group) hook). Coupled decay (torch Adam's
+// weight_decay) is chain(decayed_weights(wd), adam()).
+#pragma once
+
+#include "nitro/optim/rule.hpp"
+
+#include <array>    // fields
+#include <cmath>    // pow, sqrt
+#include <cstdint>  // int64_t
+#include <string>   // describe
+
+namespace nitro::optim {
+
+struct adam_options {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+};
+struct adamw_options {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, lambda = 1e-2;
+};
+
+struct adam_rule {
+  using fields = field_names<"beta1", "beta2", "eps">;
+  using states = field_names<"m", "v">;
+  static constexpr std::array<domain, 3> domains{domain::unit_open, domain::unit_open, domain::nonnegative};
+  std::array<double, 3> values{0.9, 0.999, 1e-8};
+  double default_lambda = 0;
+  bool decoupled = false;  // made by adamw(): only the name and the default lambda differ
+
+  struct consts { float b1, omb1, b2, omb2, c1, rc2, eps; };
+  consts prepare(double const* f, std::int64_t t) const {
+    const double bc1 = 1 - std::pow(f[0], double(t)), bc2 = 1 - std::pow(f[1], double(t));
+    return {float(f[0]), float(1 - f[0]), float(f[1]), float(1 - f[1]), float(1 / bc1), float(1 / std::sqrt(bc2)), float(f[2])};
+  }
+  template <bool Decay, bool Anchor>
+  static void apply(consts const& k, block const& b) noexcept {
+    auto u = detail::arr(b.u, b.n);
+    auto m = detail::arr(b.state[0], b.n);
+    auto v = detail::arr(b.state[1], b.n);
+    m = k.b1 * m + k.omb1 * u;
+    v = k.b2 * v + k.omb2 * u.square();
+    u = (m * k.c1) / (v.sqrt() * k.rc2 + k.eps);
+  }
+  std::string describe(double const* f) const { return std::string(decoupled ? "adamw(" : "adam(") + detail::describe_fields<fields>(f) + ")"; }
+};
+
+constexpr adam_rule adam(adam_options o = {}) {
+  adam_rule r;
+  r.values = {o.beta1, o.beta2, o.eps};
+  return r;
+}
+constexpr adam_rule adamw(adamw_options o = {}) {
+  adam_rule r;
+  r.values = {o.beta1, o.beta2, o.eps};
+  r.default_lambda = o.lambda;
+  r.decoupled = true;
+  return r;
+}
+
+}  // namespace nitro::optim

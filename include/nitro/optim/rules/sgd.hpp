@@ -1,0 +1,58 @@
+// nitro/optim/rules/sgd.hpp — stochastic gradient descent with momentum (heavy-ball or Nesterov).
+//
+//   nitro::optim::sgd()                                        w <- w - eta*g
+//   nitro::optim::sgd({.momentum = 0.9, .nesterov = true})     PyTorch's torch.optim.SGD update:
+//     b <- momentum*b + (1 - dampening)*g   (b <- g on the first step)
+//     u <- g + momentum*b (Nesterov) or b;   w <- w - eta*u
+// Fields: momentum, dampening (schedulable). State: one buffer, "momentum_buffer". With momentum 0
+// the update is plain SGD; the buffer is kept so that momentum can be scheduled up from 0.
+#pragma once
+
+#include "nitro/optim/rule.hpp"
+
+#include <array>    // fields
+#include <cstdint>  // int64_t
+#include <string>   // describe
+
+namespace nitro::optim {
+
+struct sgd_options {
+  double momentum = 0;
+  double dampening = 0;
+  bool nesterov = false;
+};
+
+struct sgd_rule {
+  using fields = field_names<"momentum", "dampening">;
+  using states = field_names<"momentum_buffer">;
+  static constexpr std::array<domain, 2> domains{domain::nonnegative, domain::unit_closed};
+  std::array<double, 2> values{0, 0};
+  double default_lambda = 0;
+  bool nesterov = false;
+
+  struct consts { float mu_buf, omd, mu; bool nesterov; };
+  consts prepare(double const* f, std::int64_t t) const {
+    const bool first = t <= 1;  // PyTorch starts the buffer at the first gradient, undamped
+    return {first ? 0.f : float(f[0]), first ? 1.f : float(1 - f[1]), float(f[0]), nesterov};
+  }
+  template <bool Decay, bool Anchor>
+  static void apply(consts const& k, block const& b) noexcept {
+    auto u = detail::arr(b.u, b.n);
+    auto buf = detail::arr(b.state[0], b.n);
+    buf = k.mu_buf * buf + k.omd * u;
+    if (k.nesterov) u += k.mu * buf;
+    else u = buf;
+  }
+  std::string describe(double const* f) const {
+    return std::string("sgd(") + detail::describe_fields<fields>(f) + (nesterov ? ", nesterov" : "") + ")";
+  }
+};
+
+constexpr sgd_rule sgd(sgd_options o = {}) {
+  sgd_rule r;
+  r.values = {o.momentum, o.dampening};
+  r.nesterov = o.nesterov;
+  return r;
+}
+
+}  // namespace nitro::optim

@@ -1,0 +1,14 @@
+// no_decay (and no_perturb, adaptive_perturb) take (keypath, tensor) and return bool.
+// EXPECT: leaf_hook_must_return_bool<nitro::hook::no_decay, nitro::str<'l', 'a', 'y', 'e', 'r', '_', '[12]', '.', '[wb]', '[ei]', '[ia]', '[gs]'
+// EXPECT: E-OPT-005
+#include "optim_common.hpp"
+
+struct Exp {
+#ifdef NITRO_COMPILE_FAIL
+  bool no_decay(nitro::Tensor const& x) const { return x.rank() < 2; }  // the keypath is missing
+#else
+  bool no_decay(auto, nitro::Tensor const& x) const { return x.rank() < 2; }
+#endif
+};
+
+int main() { return cfo::program_of<Exp>(); }

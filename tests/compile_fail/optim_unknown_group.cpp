@@ -1,0 +1,16 @@
+// A per-group hook written for a group param_group does not produce: the misspelt group and the
+// groups there are, both spelled out.
+// EXPECT: per_group_hook_names_unknown_group<nitro::hook::learning_rate, nitro::str<'e', 'n', 'c', 'o', 'd', 'r'>, nitro::param_group_produces<nitro::str<'e', 'n', 'c', 'o', 'd', 'e', 'r'>, nitro::str<'h', 'e', 'a', 'd'> ?> ?>
+// EXPECT: E-OPT-001
+#include "optim_common.hpp"
+
+struct Exp : cfo::TwoGroups {
+  double learning_rate() const { return 1e-3; }
+#ifdef NITRO_COMPILE_FAIL
+  double learning_rate(nitro::group<"encodr">) const { return 1e-4; }
+#else
+  double learning_rate(nitro::group<"encoder">) const { return 1e-4; }
+#endif
+};
+
+int main() { return cfo::program_of<Exp>(); }
