@@ -5,7 +5,9 @@
 //   ./fashion_mlp_cuda --epochs 3 --path cublaslt
 //   ./fashion_mlp_cuda --cpu-reference       also trains the same run on the CPU backend (same
 //                                            initial weights, batches and optimizer) and compares
-//   options: --epochs N  --batch N  --seed N  --train-limit N  --data DIR
+//   ./fashion_mlp_cuda --n-devs 2           data parallel over two GPUs (NCCL all-reduce of the
+//                                            flat gradient buffer; each GPU trains on half the batch)
+//   options: --epochs N  --batch N  --seed N  --train-limit N  --data DIR  --n-devs N
 //            --path fused | fused-fp32 | cublaslt   --cpu-reference
 //
 // What runs where: the loader gathers batches on the host; only the fields a hook declares (img,
@@ -35,6 +37,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -74,6 +77,7 @@ struct options {
   std::string data;  // empty: $NITRO_FASHION_MNIST_DIR, else /usr/share/datasets/fashion-mnist
   std::string path = "fused";
   bool cpu_reference = false;
+  int n_devs = 1;
 };
 
 struct result {
@@ -95,10 +99,17 @@ bool decays(std::int64_t i) {
   return false;
 }
 
+// One replica per device (n_devs): its backend, its copy of the parameters, its optimizer.
+template <class Program>
+struct replica {
+  std::unique_ptr<nitro::cuda_backend> be;
+  std::unique_ptr<Program> prog;
+  std::unique_ptr<nitro::cuda::dense_optimizer<Program>> opt;
+};
+
 template <nitro::cuda::dense_path Path>
 result train_on_gpu(Exp& e, nitro::data::dataset<Batch> const& data, options const& o) {
   using Program = nitro::cuda::dense_program<Model, Store, Path>;
-  nitro::cuda_backend be(0);
   nitro::cuda::scalar_block block;  // the handle's block: Device fields first, then scheduled values
   block.bind(e);
   const nitro::cuda::scalar_ref smoothing = nitro::cuda::device_scalar<Exp>("smoothing");
@@ -109,9 +120,29 @@ result train_on_gpu(Exp& e, nitro::data::dataset<Batch> const& data, options con
   const Model model = e.build_model();
   Store host(true);
   init_weights(model, host, o.seed);
-  Program prog(be);
-  prog.upload(host.values());
-  nitro::cuda::dense_optimizer<Program> opt(prog, nitro::cuda::rule_kind::adamw);
+  if (o.batch % o.n_devs != 0)
+    throw nitro::error("E-CUDA-013", "batch " + std::to_string(o.batch) + " does not split evenly over n_devs = " + std::to_string(o.n_devs),
+                       "use a batch size divisible by the device count");
+  std::vector<replica<Program>> reps(static_cast<std::size_t>(o.n_devs));
+  for (int i = 0; i < o.n_devs; ++i) {  // every replica starts from the same host weights
+    auto& r = reps[static_cast<std::size_t>(i)];
+    r.be = std::make_unique<nitro::cuda_backend>(i);
+    r.prog = std::make_unique<Program>(*r.be);
+    r.prog->upload(host.values());
+    r.opt = std::make_unique<nitro::cuda::dense_optimizer<Program>>(*r.prog, nitro::cuda::rule_kind::adamw);
+  }
+#if NITRO_HAVE_NCCL
+  std::unique_ptr<nitro::cuda::data_parallel> dp;
+  if (o.n_devs > 1) dp = std::make_unique<nitro::cuda::data_parallel>(o.n_devs);
+  std::vector<float*> grads;
+  std::vector<cudaStream_t> streams;
+  for (auto& r : reps) {
+    grads.push_back(r.prog->grads());
+    streams.push_back(r.be->compute());
+  }
+#endif
+  Program& prog = *reps[0].prog;
+  nitro::cuda_backend& be = *reps[0].be;
 
   auto evaluate = [&](char const* split) {
     nitro::data::loader<Batch> ld(data.split(split), {1000, false, false, 2, 0});
@@ -133,29 +164,45 @@ result train_on_gpu(Exp& e, nitro::data::dataset<Batch> const& data, options con
   const auto t0 = std::chrono::steady_clock::now();
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
     ld.start_epoch(static_cast<std::uint64_t>(epoch));
-    prog.reset_sums();
+    for (auto& rp : reps) rp.prog->reset_sums();
     while (auto b = ld.next()) {
-      be.mirror_scalars(block.data(), block.bytes());  // copies only when a value changed
-      auto x = be.to_device("img", b->img);            // prefetch: overlaps the previous step's kernels
-      auto y = be.to_device("label", b->label);
-      prog.zero_grads();
-      prog.loss_and_grads({x.data(), y.data(), false, b->img.batch()}, smoothing);
-      opt.step(prog, {adamw}, ++step);
-      samples += b->img.batch();
+      const long long B = b->img.batch();
+      for (int i = 0; i < o.n_devs; ++i) {  // replica i: its columns of the batch (batch last: contiguous)
+        auto& rp = reps[static_cast<std::size_t>(i)];
+        const auto sl = nitro::cuda::slice_of(B, i, o.n_devs);
+        nitro::Tensor img(b->img.data() + sl.first * 784, b->img.shape().with_last(sl.count));
+        nitro::Tensor label(b->label.data() + sl.first * 10, b->label.shape().with_last(sl.count));
+        rp.be->mirror_scalars(block.data(), block.bytes());  // copies only when a value changed
+        auto x = rp.be->to_device("img", img);               // prefetch: overlaps the previous step's kernels
+        auto y = rp.be->to_device("label", label);
+        rp.prog->zero_grads();
+        rp.prog->loss_and_grads({x.data(), y.data(), false, sl.count}, smoothing);
+      }
+#if NITRO_HAVE_NCCL
+      if (dp) dp->all_reduce_mean(grads.data(), Store::size, streams.data());  // one collective over the flat buffer
+#endif
+      ++step;
+      for (auto& rp : reps) rp.opt->step(*rp.prog, {adamw}, step);
+      samples += B;
     }
-    const auto sums = prog.read_sums();  // the first wait for the device this epoch
+    nitro::cuda::metric_sums sums;  // the first wait for the devices this epoch
+    for (auto& rp : reps) {
+      const auto s = rp.prog->read_sums();
+      sums.loss += s.loss;
+      sums.samples += s.samples;
+    }
     r.train_loss = sums.mean_loss();
     const auto valid = evaluate("valid");
     r.valid_acc = valid.accuracy();
     std::printf("  gpu epoch %d/%d  train loss %.4f  valid acc %.4f\n", epoch + 1, o.epochs, r.train_loss, r.valid_acc);
   }
-  be.synchronize();
+  for (auto& rp : reps) rp.be->synchronize();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.samples_per_second = double(samples) / r.seconds;
   const auto test = evaluate("test");
   r.test_acc = test.accuracy();
   r.test_loss = test.mean_loss();
-  std::printf("  transfers:");
+  std::printf("  transfers (device 0):");
   for (auto const& [field, c] : be.transfers()) std::printf("  %s %lld batches, %.1f MB", field.c_str(), (long long)c.transfers, c.bytes / 1e6);
   std::printf("  (idx never moves: no hook declares it)\n");
   return r;
@@ -253,10 +300,21 @@ bool parse(int argc, char** argv, options& o) {
     else if (a == "--data") o.data = value();
     else if (a == "--path") o.path = value();
     else if (a == "--cpu-reference") o.cpu_reference = true;
+    else if (a == "--n-devs") o.n_devs = std::stoi(value());
     else {
       std::fprintf(stderr, "fashion_mlp_cuda: unknown option %s (see the comment at the top of examples/fashion_mlp_cuda.cu)\n", a.c_str());
       return false;
     }
+  }
+#if !NITRO_HAVE_NCCL
+  if (o.n_devs != 1) {
+    std::fprintf(stderr, "fashion_mlp_cuda: --n-devs %d needs NCCL, which this build did not find\n", o.n_devs);
+    return false;
+  }
+#endif
+  if (o.n_devs < 1) {
+    std::fprintf(stderr, "fashion_mlp_cuda: --n-devs takes 1 or more\n");
+    return false;
   }
   if (o.path != "fused" && o.path != "fused-fp32" && o.path != "cublaslt") {
     std::fprintf(stderr, "fashion_mlp_cuda: --path takes fused, fused-fp32 or cublaslt, not %s\n", o.path.c_str());
@@ -284,11 +342,11 @@ int main(int argc, char** argv) {
       std::printf("fashion_mlp_cuda: GPU run SKIPPED: no CUDA device on this machine\n");
       return 77;
     }
-    std::printf("fashion_mlp_cuda: width %d, %s, %d epoch(s), batch %lld\n", Exp{}.width.get(),
+    std::printf("fashion_mlp_cuda: width %d, %s, %d epoch(s), batch %lld, %d device(s)\n", Exp{}.width.get(),
                 o.path == "fused" ? nitro::cuda::to_string(nitro::cuda::dense_path::fused_tf32)
                 : o.path == "fused-fp32" ? nitro::cuda::to_string(nitro::cuda::dense_path::fused_fp32)
                                          : nitro::cuda::to_string(nitro::cuda::dense_path::cublaslt_fp32),
-                o.epochs, (long long)o.batch);
+                o.epochs, (long long)o.batch, o.n_devs);
     result gpu;
     if (o.path == "fused") gpu = train_on_gpu<nitro::cuda::dense_path::fused_tf32>(e, data, o);
     else if (o.path == "fused-fp32") gpu = train_on_gpu<nitro::cuda::dense_path::fused_fp32>(e, data, o);
