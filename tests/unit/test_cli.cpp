@@ -80,6 +80,25 @@ struct Tiny {
 };
 NITRO_EXPERIMENT(Tiny, width, smoothing, lr, max_epochs, batch_size, n_samples);
 
+// The note's own example (spec/knobs-variants-sweeps.txt, "Seeing them"), declared in C++.
+struct NoteRun {
+  double lr = 0.0015;
+  int layers = 4;
+  int width = 256;
+  int seq = 1024;
+  static constexpr auto knobs() {
+    return nitro::knobs(nitro::knob<"lr">("peak learning rate of the block matrices, the default group"),
+                        nitro::knob<"layers">("transformer blocks"), nitro::knob<"width">("model width"),
+                        nitro::knob<"seq">("sequence length in tokens; a window holds seq + 1"));
+  }
+  static constexpr auto variants() {
+    return nitro::variants(nitro::variant<"small">(nitro::set<"layers">(2), nitro::set<"width">(128)),
+                           nitro::variant<"smoke">(nitro::set<"layers">(2), nitro::set<"width">(128), nitro::set<"seq">(64)));
+  }
+  static constexpr auto sweeps() { return nitro::sweeps(nitro::sweep<"seeds">(nitro::axis<"seed">(1, 2, 3))); }
+};
+NITRO_EXPERIMENT(NoteRun, lr, layers, width, seq);
+
 using App = nitro::cli::app<Tiny<8>, Tiny<16>>;
 
 struct result {
@@ -188,6 +207,21 @@ TEST_CASE("variants prints the note's layout") {
         "sweeps:\n"
         "  widths  2 points over width\n"
         "  lrs     2 points over lr on variant quick\n");
+}
+
+TEST_CASE("variants prints the note's own example exactly as the note shows it") {
+  CHECK(nitro::cli::variants_text(nitro::make_catalog<NoteRun>()) ==
+        "knobs:\n"
+        "  lr      0.0015  peak learning rate of the block matrices, the default group\n"
+        "  layers  4       transformer blocks\n"
+        "  width   256     model width\n"
+        "  seq     1024    sequence length in tokens; a window holds seq + 1\n"
+        "  seed    1       the run seed; every random stream folds it in\n"
+        "variants:\n"
+        "  small  layers=2 width=128\n"
+        "  smoke  layers=2 width=128 seq=64\n"
+        "sweeps:\n"
+        "  seeds  3 points over seed\n");
 }
 
 TEST_CASE("explain shows every knob and run keyword with value, source and doc") {
