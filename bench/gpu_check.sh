@@ -34,7 +34,8 @@ if [[ "${1:-}" == "--bundle" ]]; then
     "$NVCC" -std=c++20 -M -x cu -Iinclude -Ikernels/include -I/usr/include/eigen3 -DNITRO_HAVE_CUDNN=1 -DNITRO_HAVE_NCCL=1 "$src" 2>/dev/null
   done | tr ' \\' '\n\n' | grep -E '^/usr/include/(eigen3/|boost/|nlohmann/|doctest/|zlib\.h|zconf\.h)' | sort -u)
   [[ -n "$deps" ]] || { echo "gpu_check --bundle: nvcc -M found no dependency headers; is nvcc at $NVCC?"; exit 1; }
-  for f in $deps /usr/include/boost/version.hpp /usr/include/boost/config.hpp; do
+  # (nlohmann whole: the top-level CMakeLists requires the package even where these TUs need none of it)
+  for f in $deps /usr/include/boost/version.hpp /usr/include/boost/config.hpp $(find /usr/include/nlohmann -type f); do
     rel=${f#/usr/include/}
     mkdir -p "$BUNDLE/include/$(dirname "$rel")" && cp "$f" "$BUNDLE/include/$rel"
   done
