@@ -144,21 +144,21 @@ cmake --build "$BUILD" --target test_gpu fashion_mlp_cuda bench_fused_mlp -j "$J
 echo "built in $(($(date +%s) - t0)) s"
 
 say "GPU tests: the CUDA backend against the CPU backend"
-timeout 300 "$BUILD/tests/gpu/test_gpu" --duration=false || fail 6 "GPU tests"
+timeout 180 "$BUILD/tests/gpu/test_gpu" --duration=false || fail 6 "GPU tests"
 
 say "fashion_mlp: one epoch on the GPU, and the same run on the CPU backend"
-timeout 300 "$BUILD/kernels/fashion_mlp_cuda" --epochs 1 --cpu-reference || fail 7 "fashion_mlp_cuda"
+timeout 180 "$BUILD/kernels/fashion_mlp_cuda" --epochs 1 --cpu-reference || fail 7 "fashion_mlp_cuda"
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [[ ${ngpu:-0} -ge 2 ]]; then
   say "n_devs: fashion_mlp data parallel over $ngpu GPUs (NCCL)"
-  timeout 300 "$BUILD/kernels/fashion_mlp_cuda" --epochs 1 --n-devs "$ngpu" --batch $((128 * ngpu)) || fail 9 "fashion_mlp_cuda --n-devs"
+  timeout 180 "$BUILD/kernels/fashion_mlp_cuda" --epochs 1 --n-devs "$ngpu" --batch $((128 * ngpu)) || fail 9 "fashion_mlp_cuda --n-devs"
 else
   echo "n_devs: the multi-GPU epoch is SKIPPED: one GPU here (test_gpu checked NCCL on one device)"
 fi
 
 say "throughput: fused MLP against cuBLASLt"
-timeout 420 "$BUILD/kernels/bench_fused_mlp" || fail 8 "bench_fused_mlp"
+timeout 240 "$BUILD/kernels/bench_fused_mlp" || fail 8 "bench_fused_mlp"
 
 say "done: $([[ $status -eq 0 ]] && echo "every step passed" || echo "status $status")"
 return $status
