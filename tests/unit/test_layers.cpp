@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -297,6 +298,13 @@ TEST_CASE("max_pool and avg_pool: values by hand, PyTorch's numbers, gradients a
   D y = D::from({1, 9, 3, 4}, {2, 2, 1, 1});
   auto grads = backprop([&] { return nitro::sum(nn::max_pool<2>()(y, {}, {}).first); }, {&y});
   CHECK(grads[0] == std::vector<double>{0, 1, 0, 0});
+  D tie = D::from({1, 7, 7, 3}, {2, 2, 1, 1});  // a tie: the first of the window (row by row) wins
+  CHECK(backprop([&] { return nitro::sum(nn::max_pool<2>()(tie, {}, {}).first); }, {&tie})[0] == std::vector<double>{0, 1, 0, 0});
+  D big = D::owned({9, 9, 1, 1});  // 81 taps: more than a 64-bit mask holds
+  for (int i = 0; i < 81; ++i) big[i] = (i * 37) % 81;  // every value once; 80 at i = 35
+  auto gb = backprop([&] { return nitro::sum(nn::max_pool<9>()(big, {}, {}).first); }, {&big})[0];
+  CHECK(gb[35] == 1.0);
+  CHECK(std::accumulate(gb.begin(), gb.end(), 0.0) == 1.0);
 
   CHECK_THROWS_WITH_AS(nn::max_pool<2>()(D::owned({16, 4}), {}, {}), doctest::Contains("E-LAYER-001"), nitro::error);
   CHECK_THROWS_WITH_AS(nn::avg_pool<3>()(D::owned({2, 8, 1, 1}), {}, {}), doctest::Contains("E-LAYER-003: avg_pool<3>: the input's 2 x 8 pixels"), nitro::error);
