@@ -237,6 +237,29 @@ TEST_CASE("groups: each a contiguous span of the flat buffers, in order of first
   CHECK(names == std::vector<std::string>{"optim.step", "optim.encoder.momentum_buffer", "optim.encoder.anchor", "optim.head.m", "optim.head.v"});
 }
 
+namespace optim_test {
+struct FieldRate {
+  double learning_rate = 0.02;  // a field serves as the base, as the accessor would
+};
+struct LrField {
+  float lr = 0.03f;
+};
+struct NoRate {};
+}  // namespace optim_test
+
+TEST_CASE("rates: the base is learning_rate(), else a field learning_rate, else a field lr, else 1e-3") {
+  auto eta_of = []<class E>(E e) {
+    using P = optim::program<E, Spec>;
+    typename P::store_type store;
+    P p(e, store, {}, {.horizon = 1});
+    return p.field("default", "eta");
+  };
+  CHECK(eta_of(FieldRate{}) == doctest::Approx(0.02));
+  CHECK(eta_of(LrField{}) == doctest::Approx(0.03));
+  CHECK(eta_of(Plain{}) == doctest::Approx(0.1));
+  CHECK(eta_of(NoRate{}) == doctest::Approx(1e-3));
+}
+
 TEST_CASE("rates: learning_rate(group) is the group's rate; its ratio scales eta schedules, bare or path-bound") {
   using Map = decltype(nitro::schedule_map{nitro::key<"eta"> = 0.5, nitro::key<"opt.head.eta"> = 0.2});
   {

@@ -475,9 +475,11 @@ class program {
 
  private:
   // ---- setup ----------------------------------------------------------------------------------------
+  // learning_rate(), else a field learning_rate, else a field lr, else 1e-3
   static double base_rate_of(E const& e) {
     if constexpr (hook::learning_rate::callable<E const>) return static_cast<double>(e.learning_rate());
-    else if constexpr (requires { e.lr; }) return static_cast<double>(e.lr);
+    else if constexpr (requires { static_cast<double>(e.learning_rate); }) return static_cast<double>(e.learning_rate);
+    else if constexpr (requires { static_cast<double>(e.lr); }) return static_cast<double>(e.lr);
     else return 1e-3;
   }
 
