@@ -2,7 +2,8 @@
 """bench/compare.py - runs the whole side-by-side comparison and prints the table (bench/run.sh).
 
     compare.py --build DIR [--threads T] [--repeats R] [--models mlp,wide,cnn] [--epochs mlp=3,...]
-               [--train-limit N] [--no-compile] [--json OUT]
+               [--train-limit N | mlp=N,...] [--no-compile] [--json OUT]
+    compare.py --table-from OUT.json        the table of an earlier run, again
 
 1. The machine: CPU, cores, memory, load average, compiler, PyTorch and the BLAS it loads.
 2. The fp32 reference (DIR/bench/gemm_peak): the FMA ceiling, a large SGEMM through nitro and
@@ -93,21 +94,36 @@ def median(xs):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
+    ap.add_argument("--build", default="")
+    ap.add_argument("--table-from", default="", help="print the table of an earlier --json file, run nothing")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--models", default="mlp,wide,cnn")
     ap.add_argument("--epochs", default="")
-    ap.add_argument("--train-limit", type=int, default=0)
+    ap.add_argument("--train-limit", default="0", help="images per epoch: N for every model, or mlp=N,cnn=N,...")
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--gemm-seconds", type=float, default=2.0)
     ap.add_argument("--json", default="")
     args = ap.parse_args()
+    if args.table_from:
+        with open(args.table_from) as f:
+            r = json.load(f)
+        print_table(r, list(dict.fromkeys(x["model"] for x in r["runs"])))
+        return
+    if not args.build:
+        ap.error("--build DIR is required")
 
     epochs = dict(DEFAULT_EPOCHS)
     for item in filter(None, args.epochs.split(",")):
         k, v = item.split("=")
         epochs[k] = int(v)
+    limits = {m: 0 for m in DEFAULT_EPOCHS}
+    for item in filter(None, args.train_limit.split(",")):
+        if "=" in item:
+            k, v = item.split("=")
+            limits[k] = int(v)
+        else:
+            limits = {m: int(item) for m in limits}
     train_nitro = os.path.join(args.build, "bench", "train_nitro")
     gemm_peak = os.path.join(args.build, "bench", "gemm_peak")
     models = [m for m in args.models.split(",") if m]
@@ -118,7 +134,7 @@ def main():
         models.remove("cnn")
     T = args.threads
     results = {"machine": machine_info(), "threads": T, "load_start": loadavg(), "epochs": epochs,
-               "train_limit": args.train_limit, "gemm": [], "runs": [], "compile": []}
+               "train_limit": limits, "gemm": [], "runs": [], "compile": []}
     m = results["machine"]
     log(f"machine: {m['cpu']}, {m['cores']} cores, {m['memory']}; {m['compiler']}; torch {m['torch']}; "
         f"load average {results['load_start'][0]:.2f}")
@@ -139,7 +155,7 @@ def main():
                 label = "nitro" if fw == "nitro" else ("pytorch (OpenBLAS env)" if openblas_env else "pytorch (OpenBLAS native)")
                 cmd = ([train_nitro, model] if fw == "nitro" else [sys.executable, os.path.join(HERE, "train_torch.py"), model,
                                                                    "--threads", str(T)])
-                cmd += ["--epochs", str(epochs[model]), "--train-limit", str(args.train_limit)]
+                cmd += ["--epochs", str(epochs[model]), "--train-limit", str(limits[model])]
                 t0 = time.time()
                 try:
                     row = run_json(cmd, env_for(T, True if openblas_env is None else openblas_env), 7200)[-1]
@@ -179,8 +195,11 @@ def print_table(r, models):
     out.append("")
     out.append(f"fp32 reference ({T} threads): FMA ceiling {fma:.0f} GFLOP/s; SGEMM {size}^3: nitro {nitro_sg:.0f}, "
                f"OpenBLAS {ob.get('env', 0):.0f} (env) / {ob.get('native', 0):.0f} (native) GFLOP/s -> peak {peak:.0f} GFLOP/s")
+    handoff = [g["us"] for g in r["gemm"] if g["what"] == "handoff"]
+    if handoff:
+        out.append(f"thread hand-off (a region every thread takes part in): {min(handoff):.2f} us")
     # products of a training step
-    shapes = [g for g in r["gemm"] if g["what"] not in ("fma", "sgemm")]
+    shapes = [g for g in r["gemm"] if g["what"] not in ("fma", "sgemm", "handoff")]
     if shapes:
         out.append("")
         out.append(f"{'product':12s} {'op':3s} {'m x n x k':>16s} {'nitro':>8s} {'OpenBLAS':>9s}   GFLOP/s (best of env/native)")
@@ -195,7 +214,7 @@ def print_table(r, models):
                        f"{max(g['nitro_gflops'] for g in rows):8.0f} {max(g['openblas_gflops'] for g in rows):9.0f}")
     # training
     out.append("")
-    out.append(f"{'model':6s} {'framework':26s} {'epochs':>6s} {'samples/s':>10s} {'ratio':>6s} {'test acc':>8s} {'peak RSS':>9s}  (median of {max(1, len({x['repeat'] for x in r['runs']}))})")
+    out.append(f"{'model':6s} {'framework':28s} {'epochs':>6s} {'images':>6s} {'samples/s':>10s} {'ratio':>6s} {'test acc':>8s} {'peak RSS':>9s}  (median of {max(1, len({x['repeat'] for x in r['runs']}))})")
     verdicts = []
     for model in models:
         rows = [x for x in r["runs"] if x["model"] == model and "error" not in x]
@@ -203,19 +222,20 @@ def print_table(r, models):
         for x in rows:
             by.setdefault(x["label"], []).append(x)
         stat = {lab: (median([x["samples_per_s"] for x in xs]), median([x["test_acc"] for x in xs]),
-                      max(x["peak_rss_mb"] for x in xs), xs[0]["epochs"]) for lab, xs in by.items()}
+                      max(x["peak_rss_mb"] for x in xs), xs[0]["epochs"], xs[0]["train_samples"] // max(1, xs[0]["epochs"]))
+                for lab, xs in by.items()}
         torch_labels = [lab for lab in stat if lab.startswith("pytorch")]
         best_torch = max(torch_labels, key=lambda lab: stat[lab][0]) if torch_labels else None
         for lab in ["nitro", "pytorch (OpenBLAS env)", "pytorch (OpenBLAS native)"]:
             if lab not in stat:
                 errs = [x for x in r["runs"] if x["model"] == model and x.get("label") == lab and "error" in x]
                 if errs:
-                    out.append(f"{model:6s} {lab:26s} failed: {errs[0]['error'][-120:]}")
+                    out.append(f"{model:6s} {lab:28s} failed: {errs[0]['error'][-120:]}")
                 continue
-            sps, acc, rss, ep = stat[lab]
+            sps, acc, rss, ep, per_epoch = stat[lab]
             ratio = sps / stat[best_torch][0] if best_torch and lab == "nitro" else float("nan")
             mark = " *" if lab == best_torch else ""
-            out.append(f"{model:6s} {lab + mark:26s} {ep:6d} {sps:10.0f} {'' if ratio != ratio else f'{ratio:5.1f}x':>6s} "
+            out.append(f"{model:6s} {lab + mark:28s} {ep:6d} {per_epoch:6d} {sps:10.0f} {'' if ratio != ratio else f'{ratio:5.1f}x':>6s} "
                        f"{acc * 100:7.2f}% {rss:7.0f} MB")
         if "nitro" in stat and best_torch:
             ratio = stat["nitro"][0] / stat[best_torch][0]
