@@ -14,8 +14,9 @@
 //   - C is split into tasks of whole 32-row panels (and 8-column panels when there are few rows),
 //     several per thread, taken from a shared counter: a thread that starts late takes fewer, and
 //     no thread ever waits for another's share of C. Products under ~2 MFLOP stay on the caller.
-// Nothing is allocated per call: packing buffers belong to threads and grow to the largest product
-// seen. Double precision, and builds without AVX-512, run Eigen's GEBP kernel with buffers owned
+// Nothing is allocated per call: the packing buffers belong to the calling thread (with one slot
+// per pool thread for the rows each task packs), grow to the largest product seen, and are sized
+// before any task runs — so which thread takes which task never decides when memory is allocated. Double precision, and builds without AVX-512, run Eigen's GEBP kernel with buffers owned
 // the same way. With beta = 0, C is written without being read (NaN in C does not propagate).
 #pragma once
 
@@ -344,6 +345,9 @@ struct gemm_plan {
   bool load_c;
   bool direct_a, direct_b;
   float const* packed_b;        // 8-column panels of op(B), all of k (when !direct_b)
+  float* packed_a;              // one slot of a_slot floats per thread (when !direct_a)
+  std::int64_t a_slot;
+  int slots;                    // 1: the calling thread alone; else the pool's size
   std::int64_t row_panels_per_task, col_panels_per_task, row_tasks, col_tasks;
 
   // C[i0:i1, j0:j1]: blocks of k; this task's rows of op(A) packed when needed; then every
@@ -352,7 +356,7 @@ struct gemm_plan {
     const std::int64_t i0 = (t % row_tasks) * row_panels_per_task * gemm_mr, i1 = std::min(m, i0 + row_panels_per_task * gemm_mr);
     const std::int64_t j0 = (t / row_tasks) * col_panels_per_task * gemm_nr, j1 = std::min(n, j0 + col_panels_per_task * gemm_nr);
     if (i0 >= i1 || j0 >= j1) return;
-    float* pa = direct_a ? nullptr : gemm_workspace<float>::local().a.get(static_cast<std::size_t>(std::min(k, gemm_kc) * (i1 - i0 + 31) / 32 * 32));
+    float* pa = direct_a ? nullptr : packed_a + a_slot * (slots > 1 ? thread_pool::thread_index() : 0);
     for (std::int64_t p0 = 0; p0 < k; p0 += gemm_kc) {
       const std::int64_t kc = std::min(gemm_kc, k - p0);
       const bool acc = load_c || p0 > 0;
@@ -382,7 +386,7 @@ inline void gemm_avx512(bool ta, bool tb, std::int64_t m, std::int64_t n, std::i
   const double flops = 2.0 * double(m) * double(n) * double(k);
   const int threads = !pool || flops < 2e6 || thread_pool::inside() ? 1 : pool->size();
   gemm_plan plan{ta, tb, m, n, k, alpha, a, lda, b, ldb, c, ldc, load_c, !ta && !aliasing_stride(lda), !aliasing_stride(ldb), nullptr,
-                 0, 0, 0, 0};
+                 nullptr, 0, 1, 0, 0, 0, 0};
   const std::int64_t row_panels = (m + gemm_mr - 1) / gemm_mr, col_panels = (n + gemm_nr - 1) / gemm_nr;
   // tasks: whole 32-row panels, at most 12 (a 384-row block of op(A) stays in L2), about four a
   // thread so a thread that starts late costs little; columns are split only when rows run short
@@ -398,6 +402,14 @@ inline void gemm_avx512(bool ta, bool tb, std::int64_t m, std::int64_t n, std::i
     if (threads > 1 && k * n >= 32768) pool->parallel_for(static_cast<int>(col_panels), [&](int jp) { pack(jp); });
     else for (std::int64_t jp = 0; jp < col_panels; ++jp) pack(jp);
     plan.packed_b = pb;
+  }
+  if (!plan.direct_a) {
+    // every thread's packing slot comes from the caller's buffer, sized here, before any task
+    // runs: which thread takes which task varies, but the memory the product needs does not, so
+    // it is all allocated the first time the product runs (no allocation in a later step)
+    plan.a_slot = std::min(k, gemm_kc) * plan.row_panels_per_task * gemm_mr;
+    plan.slots = threads == 1 ? 1 : pool->size();
+    plan.packed_a = gemm_workspace<float>::local().a.get(static_cast<std::size_t>(plan.a_slot * plan.slots));
   }
   const std::int64_t tasks = plan.row_tasks * plan.col_tasks;
   if (threads == 1 || tasks == 1) {

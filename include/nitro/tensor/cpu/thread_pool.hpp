@@ -46,7 +46,7 @@ class thread_pool {
 
   explicit thread_pool(int threads) : m_size(threads < 1 ? 1 : threads) {
     m_workers.reserve(static_cast<std::size_t>(m_size - 1));
-    for (int i = 1; i < m_size; ++i) m_workers.emplace_back([this] { work(); });
+    for (int i = 1; i < m_size; ++i) m_workers.emplace_back([this, i] { t_index = i; work(); });
   }
   ~thread_pool() {
     m_stop.store(true);
@@ -59,6 +59,9 @@ class thread_pool {
   int size() const noexcept { return m_size; }
   // Is the calling thread running a task of a region? (Then parallel_for runs inline.)
   static bool inside() noexcept { return t_inside; }
+  // The calling thread's place in a region: i for the pool's worker i (1 .. size-1), 0 for any
+  // other thread (the caller). Lets a task use a per-thread slot of memory its caller prepared.
+  static int thread_index() noexcept { return t_index; }
 
   // Runs f(i) for every i in [0, n), each exactly once, on the pool's threads and the caller.
   // A task that calls parallel_for runs that inner loop inline. Regions from different calling
@@ -150,6 +153,7 @@ class thread_pool {
   }
 
   static inline thread_local bool t_inside = false;
+  static inline thread_local int t_index = 0;
   int m_size;
   std::vector<std::thread> m_workers;
   std::atomic<std::uint32_t> m_generation{0};
