@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The two commands of the README.
-#   ./nitro.sh train   install what is missing, build, train fashion_mlp on Fashion-MNIST
+#   ./nitro.sh train   install what is missing, build, train fashion_mlp on Fashion-MNIST (fashion_mlp run [ARGS])
 #   ./nitro.sh test    install what is missing, build everything (g++, clang++, ASan+UBSan), run every test
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -17,7 +17,12 @@ case "${1:-}" in
     configure build -DNITRO_BUILD_TESTS=OFF -DNITRO_BUILD_BENCH=OFF
     cmake --build build --target fashion_mlp -j "$jobs"
     shift
-    exec ./build/examples/fashion_mlp "$@"
+    # `./nitro.sh train [ARGS]` is `fashion_mlp run [ARGS]` (it ends by printing the test accuracy);
+    # `./nitro.sh train COMMAND ...` runs another command of the trainer (variants, sweep, eval, ...)
+    case "${1:-}" in
+      run|sweep|variants|check|explain|diff|watch|ir|bundle|eval|new|--help|-h) exec ./build/examples/fashion_mlp "$@" ;;
+      *) exec ./build/examples/fashion_mlp run "$@" ;;
+    esac
     ;;
   test)
     scripts/install-deps.sh

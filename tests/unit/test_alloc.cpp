@@ -6,8 +6,12 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <memory>
 #include <new>
+#include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define NITRO_ALLOC_COUNTING 0
@@ -176,4 +180,56 @@ TEST_CASE("optimizer steps (groups, ASAM, accumulation, clipping, schedules) aft
   CHECK(h.step() == 20);
   CHECK(g_allocations.load() == 0);
   CHECK(float(h.experiment().smoothing) > 0.0f);  // the schedule wrote the Device field
+}
+
+// train() itself, with everything a run writes switched on: the default loggers (console, JSONL, CSV,
+// TensorBoard) in a run directory, a logged row every third step, an EMA, diagnostics, and a
+// checkpointer. A logger notes the process's allocation count after each step; between two steps
+// nothing may allocate — logged steps included — except around a step that writes a checkpoint
+// or ends an epoch (its evaluation and the next epoch's start), which may, and the first logged
+// row (it makes the tables' columns).
+namespace alloc_test {
+struct step_counter : nitro::run_logger {
+  std::shared_ptr<std::vector<long>> seen = std::make_shared<std::vector<long>>();
+  void on_setup(nitro::run_info const& info) override { seen->assign(static_cast<std::size_t>(info.total_steps + 1), -1); }
+  void on_batch(nitro::step_progress const& p) override {
+    if (p.step == 4) { g_allocations = 0; g_counting = true; }  // after the first logged row (step 3) made the tables' columns
+    if (p.step < static_cast<std::int64_t>(seen->size())) (*seen)[static_cast<std::size_t>(p.step)] = g_allocations.load();
+  }
+};
+}  // namespace alloc_test
+
+TEST_CASE("train() with loggers, EMA, diagnostics and a checkpointer: a step allocates nothing, logged steps included") {
+  if (!NITRO_ALLOC_COUNTING) {
+    MESSAGE("skipped: allocation counting is off under AddressSanitizer, which owns malloc");
+    return;
+  }
+  char const* t = std::getenv("NITRO_TEST_TMP");
+  const std::filesystem::path dir = std::filesystem::path(t ? t : "/tmp") / "alloc-train";
+  std::filesystem::remove_all(dir);
+  alloc_test::step_counter counter;
+  std::FILE* console = std::tmpfile();
+  nitro::Nitro h(alloc_test::Mlp{}, nitro::max_epochs = 2, nitro::log_every_n_steps = 3, nitro::ema = 0.99, nitro::diagnostics = true,
+                 nitro::run_ref = dir.string(),
+                 nitro::kw::checkpointer = nitro::checkpoint_policy{.every = nitro::every_steps(7), .keep_last = 2},
+                 nitro::logger = nitro::loggers(nitro::default_loggers, nitro::console_logger({.stream = console}), counter));
+  h.train(false);
+  g_counting = false;
+  std::fclose(console);
+  CHECK(h.status() == nitro::run_status::finished);
+  auto const& seen = *counter.seen;
+  REQUIRE(seen.size() == 41);  // 2 epochs of 2560 / 128
+  int checked = 0, logged = 0;
+  for (std::size_t s = 4; s + 1 < seen.size(); ++s) {
+    if (s % 7 == 0 || s % 20 == 0) continue;  // after s: a checkpoint, or the epoch's evaluation
+    INFO("between step " << s << " and step " << s + 1);
+    CHECK(seen[s + 1] - seen[s] == 0);
+    ++checked;
+    logged += s % 3 == 0;
+  }
+  CHECK(checked == 30);
+  CHECK(logged == 11);
+  CHECK(seen[8] - seen[7] > 0);  // the counter sees a checkpoint being written: the test can tell
+  CHECK(std::filesystem::exists(dir / "metrics.csv"));
+  CHECK(h.checkpoints()->index().latest()->step == 40);
 }

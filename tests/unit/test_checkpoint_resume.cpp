@@ -1,27 +1,23 @@
-// Exact resume on real data: training 2N steps equals training N, checkpointing, loading the
-// checkpoint into a fresh handle and training N more — bit for bit (parameters and optimizer
-// state). And a trainer killed with SIGKILL at random moments, resumed each time from its latest
-// checkpoint, ends with the bytes of an uninterrupted run, never losing more than one interval.
-//
-// The loop here is what the handle's train() does (train_step over a loader seeded with
-// fold(seed, 2), resumable with start_epoch(epoch, first_batch)), plus the checkpoint calls that
-// docs/checkpoint-integration.md moves into the handle. The optimizer's state comes from its
-// program: optimizer().state_tensors() / load_state().
+// Checkpoints through the handle's own train() on real data. Exact resume: a run stopped after N
+// steps (its last checkpoint written as it stops), continued by a fresh handle with
+// `resume = run >> latest`, ends with the bytes of a run of 2N steps — parameters, optimizer state
+// and the EMA, bit for bit. A trainer killed with SIGKILL at random moments, resumed each time from
+// its latest checkpoint, ends with the bytes of an uninterrupted run, never losing more than one
+// interval. And the grammar acting on the handle: weights (a path, another handle's run, an
+// average), w0 = nitro::weights, restore_optimizer, restore_best (true, Average(Last(n))),
+// eval_weights (ema, best), load_ema, the deprecated `checkpoint = path`.
 #include <doctest/doctest.h>
 
-// The optimizer's state comes from the optimizer program (issue 4, optim/program.hpp). A tree
-// without it cannot resume an optimizer exactly: the file then builds no test and says so.
-#if __has_include("nitro/optim/program.hpp")
-
 #include <nitro/nitro.hpp>
-#include <nitro/io/checkpoint.hpp>
-#include <nitro/io/weights_ref.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -38,76 +34,39 @@ namespace resume_test {
 
 struct FwdIn { BOOST_HANA_DEFINE_STRUCT(FwdIn, (nitro::Tensor, img)); };
 struct LossIn { BOOST_HANA_DEFINE_STRUCT(LossIn, (nitro::Tensor, label)); };
+struct Metrics { BOOST_HANA_DEFINE_STRUCT(Metrics, (nitro::mean_of, acc)); };
 
+// Valid = 0: no valid split (resume); 200: a valid split to rank checkpoints by.
+template <int Valid = 0>
 struct Mlp {
   float lr = 3e-3f;
   std::int64_t batch_size = 50;
-  auto build_data() const { return nitro::data::fashion_mnist({.valid = 0, .train_limit = 1000, .test_limit = 100}); }
+  auto build_data() const { return nitro::data::fashion_mnist({.valid = Valid, .train_limit = 1000, .test_limit = 200}); }
   auto build_model() const { return nitro::nn::chain(nitro::nn::dense<784, 32>(nitro::nn::relu), nitro::nn::dense<32, 10>()); }
   auto forward(auto const& model, auto const& ps, auto const& st, FwdIn const& in) const { return model(in.img, ps, st); }
   auto loss(nitro::Tensor const& logits, LossIn const& in) const { return nitro::nn::logitcrossentropy(logits, in.label); }
+  auto metrics(nitro::Tensor const& logits, LossIn const& in) const {
+    return Metrics{.acc = {nitro::nn::correct_count(logits, in.label), double(in.label.batch())}};
+  }
+  // one-cycle over the horizon: a resumed run must continue the schedule where it stopped
+  auto schedules() const { return nitro::schedule_map{nitro::key<"eta"> = nitro::sched::one_cycle(double(lr))}; }
 };
 NITRO_EXPERIMENT(Mlp, lr, batch_size);
 
-constexpr std::uint64_t seed = 21;
-using handle_t = decltype(nitro::Nitro(Mlp{}, nitro::seed = seed));
-using batch_t = handle_t::batch_type;
-
-handle_t make_handle() { return handle_t(Mlp{}, nitro::seed = seed); }
-
-// Where the loop is: the epoch and the batches of it already trained.
-struct position {
-  std::int64_t epoch = 0, batch = 0;
+// The first layer decays toward w0.
+struct Anchored {
+  std::int64_t batch_size = 50;
+  auto build_data() const { return nitro::data::fashion_mnist({.valid = 0, .train_limit = 500, .test_limit = 100}); }
+  auto build_model() const { return nitro::nn::chain(nitro::nn::dense<784, 16>(nitro::nn::relu), nitro::nn::dense<16, 10>()); }
+  auto forward(auto const& model, auto const& ps, auto const& st, FwdIn const& in) const { return model(in.img, ps, st); }
+  auto loss(nitro::Tensor const& logits, LossIn const& in) const { return nitro::nn::logitcrossentropy(logits, in.label); }
+  auto decay_anchor() const { return nitro::anchor::w0; }
 };
+NITRO_EXPERIMENT(Anchored, batch_size);
 
-// Trains until h.step() == target, from `at`; calls after(at) after every step.
-template <class After>
-position train_until(handle_t& h, std::int64_t target, position at, After&& after) {
-  nitro::data::loader<batch_t> ld(h.data().split("train"), {h.batch_size().value, true, true, 2, nitro::fold(seed, 2)});
-  while (h.step() < target) {
-    ld.start_epoch(static_cast<std::uint64_t>(at.epoch), at.batch);
-    while (h.step() < target) {
-      auto b = ld.next();
-      if (!b) break;
-      h.train_step(*b);
-      ++at.batch;
-      if (at.batch == ld.batches_per_epoch()) at = {at.epoch + 1, 0};
-      after(at);
-    }
-  }
-  return at;
-}
-position train_until(handle_t& h, std::int64_t target, position at) {
-  return train_until(h, target, at, [](position) {});
-}
-
-// Every byte the next step depends on: the parameters and every buffer of the optimizer.
-std::string state_bytes(handle_t& h) {
-  std::string s(reinterpret_cast<char const*>(h.param_buffer().values()), sizeof(float) * static_cast<std::size_t>(handle_t::param_store_type::size));
-  for (auto const& e : h.optimizer().state_tensors())
-    std::visit([&](auto const& t) { s.append(reinterpret_cast<char const*>(t.data()), sizeof(*t.data()) * static_cast<std::size_t>(t.numel())); }, e.value);
-  return s;
-}
-
-// The checkpoint the handle will write (docs/checkpoint-integration.md).
-void save(nitro::checkpointer& ck, handle_t& h, position at) {
-  nitro::safetensors_writer w;
-  nitro::add_store(w, "params.", h.param_buffer());
-  auto opt = h.optimizer().state_tensors();
-  nitro::add_named(w, opt);
-  ck.save(w, {.step = h.step(), .epoch = at.epoch, .batch_in_epoch = at.batch, .seed = h.seed().value, .batch_size = h.batch_size().value});
-}
-
-// ... and how a resume restores it; returns where to continue.
-position resume(handle_t& h, fs::path const& run) {
-  auto file = nitro::resolve(nitro::resume_ref(nitro::run_id(run.string()) >> nitro::latest), {}).load();
-  auto info = nitro::read_checkpoint_info(file);
-  auto p = nitro::resume_point_of(info, h.seed().value, h.batch_size().value, file.source());
-  nitro::load_store(file, "params.", h.param_buffer());
-  h.optimizer().load_state(nitro::read_named(file, h.optimizer().state_tensors(), "optim."));
-  REQUIRE(h.step() == p.step);
-  return {p.epoch, p.batch_in_epoch};
-}
+constexpr std::uint64_t seed = 21;
+constexpr std::int64_t total_steps = 160;  // 8 epochs of 20 batches
+constexpr std::int64_t interval = 5;       // the kill test's checkpoint interval
 
 fs::path fresh_dir(std::string const& name) {
   char const* t = std::getenv("NITRO_TEST_TMP");
@@ -122,8 +81,36 @@ std::string slurp(fs::path const& p) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-constexpr std::int64_t total_steps = 160;  // 8 epochs of 20 batches
-constexpr std::int64_t interval = 5;       // a checkpoint every 5 steps
+// Every byte the next step depends on: the parameters, every buffer of the optimizer, the EMA.
+template <class H>
+std::string state_bytes(H& h) {
+  using S = typename H::param_store_type;
+  std::string s(reinterpret_cast<char const*>(h.param_buffer().values()), sizeof(float) * static_cast<std::size_t>(S::size));
+  for (auto const& e : h.optimizer().state_tensors())
+    std::visit([&](auto const& t) { s.append(reinterpret_cast<char const*>(t.data()), sizeof(*t.data()) * static_cast<std::size_t>(t.numel())); }, e.value);
+  if (h.ema().enabled()) s.append(reinterpret_cast<char const*>(h.ema().values()), sizeof(float) * static_cast<std::size_t>(S::size));
+  return s;
+}
+template <class H>
+std::vector<float> params_of(H& h) {
+  auto* p = h.param_buffer().values();
+  return std::vector<float>(p, p + H::param_store_type::size);
+}
+
+// A logger that asks the run to stop after step `at` (train() stops between steps, as on Ctrl-C),
+// and records the step it reached in a file (the kill test's progress).
+struct stopper : nitro::run_logger {
+  std::int64_t at = -1;
+  std::shared_ptr<volatile std::sig_atomic_t> flag = std::make_shared<std::sig_atomic_t>(0);
+  int progress_fd = -1;
+  void on_batch(nitro::step_progress const& p) override {
+    if (p.step == at) *flag = 1;
+    if (progress_fd >= 0) {
+      const std::int64_t s = p.step;
+      if (::pwrite(progress_fd, &s, sizeof s, 0) != sizeof s) std::abort();
+    }
+  }
+};
 
 std::int64_t read_progress(fs::path const& f) {
   std::int64_t v = -1;
@@ -135,94 +122,121 @@ std::int64_t read_progress(fs::path const& f) {
   return v;
 }
 
+std::string error_of(auto&& f) {
+  try {
+    f();
+  } catch (nitro::error const& e) {
+    return e.code() + ": " + e.sentence();
+  }
+  return "no error";
+}
+
+// A handle of Mlp on the heap, its type made from the keywords given.
+template <class... K>
+auto make_handle(K... kw) {
+  return std::make_unique<nitro::Nitro<Mlp<>, K...>>(Mlp<>{}, std::move(kw)...);
+}
+
 }  // namespace resume_test
 
 using namespace resume_test;
 
-TEST_CASE("exact resume: N steps, checkpoint, a fresh handle, N more steps == 2N steps, bit for bit") {
+TEST_CASE("exact resume through train(): stopped after N steps, a fresh handle with resume = run >> latest, N more == 2N steps, bit for bit") {
   const std::int64_t n = 30;  // mid-epoch: epoch 1, batch 10
-  auto straight = make_handle();
-  train_until(straight, 2 * n, {});
+  nitro::Nitro straight(Mlp<>{}, nitro::seed = seed, nitro::max_steps = 2 * n, nitro::ema = 0.9, nitro::logger = nitro::no_loggers);
+  straight.train(false);
+  REQUIRE(straight.step() == 2 * n);
   const std::string want = state_bytes(straight);
 
-  auto run = fresh_dir("exact") / "run-1";
-  position at;
+  const fs::path run = fresh_dir("exact") / "run-1";
+  stopper stop;
+  stop.at = n;
   {
-    auto first = make_handle();
-    nitro::checkpointer ck(run / "checkpoints", {.every = nitro::every_steps(n)});
-    at = train_until(first, n, {}, [&](position p) { if (ck.due_after_step(first.step())) save(ck, first, p); });
-    CHECK(ck.index().entries.size() == 1);
-    CHECK(at.epoch == 1);
-    CHECK(at.batch == 10);
+    nitro::Nitro first(Mlp<>{}, nitro::seed = seed, nitro::max_steps = 2 * n, nitro::ema = 0.9, nitro::run_ref = run.string(),
+                       nitro::kw::checkpointer = nitro::checkpoint_policy{.every = nitro::every_epochs(5)}, nitro::logger = nitro::loggers(stop));
+    nitro::train_options o;
+    o.console = false;
+    o.stop = stop.flag.get();
+    first.train(o);
+    CHECK(first.status() == nitro::run_status::stopped);
+    CHECK(first.status_reason().find("stop requested") == 0);
+    CHECK(first.step() == n);
+    auto latest = first.checkpoints()->index().latest();
+    REQUIRE(latest);  // no epoch checkpoint was due: the stop wrote one
+    CHECK(latest->step == n);
+    CHECK(latest->epoch == 1);
+    CHECK(latest->batch_in_epoch == 10);
   }
-  auto second = make_handle();
-  CHECK(state_bytes(second) != state_bytes(straight));  // a fresh handle: what the checkpoint restores matters
-  const position from = resume(second, run);
-  CHECK(from.epoch == at.epoch);
-  CHECK(from.batch == at.batch);
+  nitro::Nitro second(Mlp<>{}, nitro::seed = seed, nitro::max_steps = 2 * n, nitro::ema = 0.9, nitro::logger = nitro::no_loggers,
+                      nitro::resume = nitro::run_id(run.string()) >> nitro::latest);
   CHECK(second.step() == n);
-  train_until(second, 2 * n, from);
+  CHECK(second.epoch() == 1);
+  second.train(false);
   CHECK(second.step() == 2 * n);
+  CHECK(second.ema().updates() == 2 * n);  // the EMA came back with its update count
   const std::string got = state_bytes(second);
   REQUIRE(got.size() == want.size());
   CHECK(std::memcmp(got.data(), want.data(), got.size()) == 0);
 
   // without the optimizer's state the run is not the same: the test can tell
-  auto weights_only = make_handle();
-  auto file = nitro::resolve(nitro::run_id(run.string()) >> nitro::latest, {}).load();
-  nitro::load_store(file, "params.", weights_only.param_buffer());
-  train_until(weights_only, n, {from.epoch, from.batch});
+  nitro::Nitro weights_only(Mlp<>{}, nitro::seed = seed, nitro::max_steps = 2 * n, nitro::ema = 0.9, nitro::logger = nitro::no_loggers,
+                            nitro::resume = nitro::run_id(run.string()) >> nitro::latest, nitro::restore_optimizer = false);
+  CHECK(weights_only.step() == 0);  // the optimizer and its schedules restart
+  weights_only.train(false);
   CHECK(state_bytes(weights_only) != want);
+  // nor without the EMA the file holds
+  nitro::Nitro no_ema(Mlp<>{}, nitro::seed = seed, nitro::max_steps = 2 * n, nitro::ema = 0.9, nitro::logger = nitro::no_loggers,
+                      nitro::resume = nitro::run_id(run.string()) >> nitro::latest, nitro::load_ema = false);
+  no_ema.train(false);
+  CHECK(params_of(no_ema) == params_of(second));
+  CHECK(state_bytes(no_ema) != want);
 }
 
 TEST_CASE("exact resume: a checkpoint refuses to continue a run with another seed or batch size") {
-  auto run = fresh_dir("compat") / "run-1";
-  auto h = make_handle();
-  nitro::checkpointer ck(run / "checkpoints", {.every = nitro::every_steps(5)});
-  train_until(h, 5, {}, [&](position p) { if (ck.due_after_step(h.step())) save(ck, h, p); });
-  auto file = nitro::resolve(nitro::run_id(run.string()) >> nitro::latest, {}).load();
-  auto info = nitro::read_checkpoint_info(file);
-  CHECK(info.batch_size == 50);
-  std::string what;
-  try {
-    (void)nitro::resume_point_of(info, seed + 1, 50, file.source());
-  } catch (nitro::error const& e) {
-    what = e.code() + " " + e.sentence();
+  const fs::path run = fresh_dir("compat") / "run-1";
+  {
+    nitro::Nitro h(Mlp<>{}, nitro::seed = seed, nitro::max_steps = 5, nitro::run_ref = run.string(), nitro::logger = nitro::no_loggers,
+                   nitro::kw::checkpointer = nitro::checkpoint_policy{.every = nitro::every_steps(5)});
+    h.train(false);
   }
-  CHECK(what.rfind("E-CKPT-030", 0) == 0);
-  CHECK(what.find("seed 21") != std::string::npos);
-  CHECK_THROWS_AS((void)nitro::resume_point_of(info, seed, 64, file.source()), nitro::error);
+  auto other_seed = error_of([&] { nitro::Nitro h(Mlp<>{}, nitro::seed = seed + 1, nitro::resume = nitro::run_id(run.string()) >> nitro::latest); });
+  CHECK(other_seed.rfind("E-CKPT-030", 0) == 0);
+  CHECK(other_seed.find("seed 21") != std::string::npos);
+  auto other_batch = error_of([&] {
+    nitro::Nitro h(Mlp<>{}, nitro::seed = seed, nitro::batch_size = 64, nitro::resume = nitro::run_id(run.string()) >> nitro::latest);
+  });
+  CHECK(other_batch.rfind("E-CKPT-030", 0) == 0);
   // a checkpoint of another model is refused before anything is copied
-  using other_t = nitro::param_store<decltype(nitro::nn::chain(nitro::nn::dense<784, 16>(nitro::nn::relu), nitro::nn::dense<16, 10>()))::param_spec>;
-  other_t other;
-  CHECK_THROWS_AS(nitro::load_store(file, "params.", other), nitro::error);
+  CHECK(error_of([&] { nitro::Nitro h(Anchored{}, nitro::seed = seed, nitro::resume = nitro::run_id(run.string()) >> nitro::latest); })
+            .rfind("E-CKPT-012", 0) == 0);
 }
 
 // The worker the kill test starts in a child process (skipped in a normal run): trains to
-// total_steps with a checkpoint every `interval` steps, resuming from the latest one if the run
-// has any, recording its step count after every step, and writing its final bytes when done.
+// total_steps through train(), a checkpoint every `interval` steps, resuming from the latest one if
+// the run has any, recording its step count after every step, and writing its final bytes when done.
 TEST_CASE("kill-resume worker (started by the kill test in a child process)" * doctest::skip()) {
   char const* dir_env = std::getenv("NITRO_CKPT_KILL_DIR");
   REQUIRE(dir_env != nullptr);
   const fs::path dir = dir_env, run = dir / "run-1";
-  auto h = make_handle();
-  nitro::checkpointer ck(run / "checkpoints", {.every = nitro::every_steps(interval), .keep_last = 2});
-  position at;
-  if (!ck.index().entries.empty()) at = resume(h, run);
-  const int fd = ::open((dir / "progress").c_str(), O_WRONLY | O_CREAT, 0644);
-  REQUIRE(fd >= 0);
-  train_until(h, total_steps, at, [&](position p) {
-    const std::int64_t s = h.step();
-    REQUIRE(::pwrite(fd, &s, sizeof s, 0) == sizeof s);
-    if (ck.due_after_step(s)) save(ck, h, p);
-  });
-  ::close(fd);
-  nitro::atomic_write(dir / "final.bin", state_bytes(h));
+  std::optional<nitro::resume_ref> from;
+  if (fs::exists(run / "checkpoints" / "index.json") && nitro::checkpoint_index::load(run / "checkpoints").latest())
+    from = nitro::resume_ref(nitro::run_id(run.string()) >> nitro::latest);
+  stopper progress;
+  progress.progress_fd = ::open((dir / "progress").c_str(), O_WRONLY | O_CREAT, 0644);
+  REQUIRE(progress.progress_fd >= 0);
+  // the resume keyword given as an optional: one handle type, resumed or fresh
+  auto h = make_handle(nitro::seed = seed, nitro::max_steps = total_steps, nitro::ema = 0.9, nitro::run_ref = run.string(),
+                       nitro::kw::checkpointer = nitro::checkpoint_policy{.every = nitro::every_steps(interval), .keep_last = 2},
+                       nitro::resume = from, nitro::logger = nitro::loggers(progress));
+  h->train(false);
+  ::close(progress.progress_fd);
+  REQUIRE(h->status() == nitro::run_status::finished);
+  nitro::atomic_write(dir / "final.bin", state_bytes(*h));
 }
 
 TEST_CASE("exact resume: killed with SIGKILL at random moments and resumed, a run ends with the uninterrupted bytes") {
-  auto straight = make_handle();
-  train_until(straight, total_steps, {});
+  nitro::Nitro straight(Mlp<>{}, nitro::seed = seed, nitro::max_steps = total_steps, nitro::ema = 0.9, nitro::logger = nitro::no_loggers);
+  straight.train(false);
   const std::string want = state_bytes(straight);
 
   const fs::path dir = fresh_dir("kill");
@@ -257,8 +271,11 @@ TEST_CASE("exact resume: killed with SIGKILL at random moments and resumed, a ru
     }
     ++kills;
     const std::int64_t reached = read_progress(dir / "progress");
-    auto idx = nitro::checkpoint_index::load(dir / "run-1" / "checkpoints");
-    const std::int64_t saved = idx.entries.empty() ? 0 : idx.latest()->step;
+    std::int64_t saved = 0;
+    if (fs::exists(dir / "run-1" / "checkpoints" / "index.json")) {
+      auto idx = nitro::checkpoint_index::load(dir / "run-1" / "checkpoints");
+      saved = idx.entries.empty() ? 0 : idx.latest()->step;
+    }
     INFO("killed at step " << reached << ", latest checkpoint at step " << saved);
     CHECK(saved <= reached);
     CHECK(reached - saved <= interval);  // at most one interval of work lost
@@ -277,6 +294,116 @@ TEST_CASE("exact resume: killed with SIGKILL at random moments and resumed, a ru
   fs::remove_all(dir);
 }
 
-#else
-#pragma message("test_checkpoint_resume: no optim/program.hpp in this tree, so the exact-resume tests are not built (they need the optimizer program's state_tensors()/load_state())")
+TEST_CASE("restore_best: true ends with the run's best checkpoint; Average(Last(2)) with the mean of its latest two") {
+  const fs::path runs = fresh_dir("best");
+  // ranked by the largest valid loss: the best is an early epoch, so restoring it is visible
+  const nitro::checkpoint_policy every_epoch{.every = nitro::every_epochs(1), .keep_last = 2, .keep_best = 1};
+  nitro::Nitro h(Mlp<200>{}, nitro::seed = seed, nitro::max_epochs = 4, nitro::run_dir = runs.string(), nitro::logger = nitro::no_loggers,
+                 nitro::monitor = nitro::maximize("valid.loss"), nitro::kw::checkpointer = every_epoch, nitro::restore_best = true);
+  h.train(false);
+  REQUIRE(h.run_directory().parent_path() == runs);  // a run directory made for the checkpointer
+  auto const& idx = h.checkpoints()->index();
+  CHECK(idx.monitor == "valid.loss");
+  CHECK(idx.mode == nitro::monitor_mode::max);
+  auto best = idx.best(1);
+  REQUIRE(best.size() == 1);
+  REQUIRE(idx.latest());
+  CHECK(best[0].step < idx.latest()->step);
+  using S = decltype(h)::param_store_type;
+  S want(false);
+  nitro::load_store(nitro::safetensors_file::read(h.checkpoints()->path_of(best[0])), "params.", want);
+  CHECK(std::memcmp(h.param_buffer().values(), want.values(), sizeof(float) * S::size) == 0);
+
+  nitro::Nitro avg(Mlp<200>{}, nitro::seed = seed, nitro::max_epochs = 4, nitro::run_dir = runs.string(), nitro::logger = nitro::no_loggers,
+                   nitro::kw::checkpointer = every_epoch, nitro::restore_best = nitro::Average(nitro::Last(2)));
+  avg.train(false);
+  auto last = avg.checkpoints()->index().last(2);
+  REQUIRE(last.size() == 2);
+  S mean(false);
+  nitro::load_store(nitro::average_checkpoints({avg.checkpoints()->path_of(last[1]), avg.checkpoints()->path_of(last[0])}), "params.", mean);
+  CHECK(std::memcmp(avg.param_buffer().values(), mean.values(), sizeof(float) * S::size) == 0);
+  CHECK(params_of(avg) != params_of(h));
+
+  // weights = another handle's run: its best checkpoint, and the mean of its latest two
+  nitro::Nitro from_best(Mlp<200>{}, nitro::weights = h >> nitro::best);
+  CHECK(std::memcmp(from_best.param_buffer().values(), want.values(), sizeof(float) * S::size) == 0);
+  CHECK(from_best.step() == 0);  // weights are weights: the optimizer starts fresh
+  nitro::Nitro from_avg(Mlp<200>{}, nitro::weights = avg >> nitro::Average(nitro::Last(2)));
+  CHECK(params_of(from_avg) == params_of(avg));
+  // and by path
+  nitro::Nitro by_path(Mlp<200>{}, nitro::weights = h.checkpoints()->path_of(best[0]));
+  CHECK(params_of(by_path) == params_of(from_best));
+}
+
+TEST_CASE("eval_weights: nitro::ema evaluates the average, nitro::best this run's best checkpoint; the live weights stay") {
+  const fs::path runs = fresh_dir("eval-weights");
+  const nitro::checkpoint_policy policy{.every = nitro::every_epochs(1), .keep_last = 1, .keep_best = 1};
+  nitro::Nitro h(Mlp<200>{}, nitro::seed = seed, nitro::max_epochs = 2, nitro::ema = 0.9, nitro::eval_weights = nitro::ema,
+                 nitro::run_dir = runs.string(), nitro::logger = nitro::no_loggers);
+  h.train(false);
+  const auto live = params_of(h);
+  const auto with_ema = h.evaluate("test");
+  CHECK(params_of(h) == live);
+  // the same numbers from a handle holding the average as its weights
+  nitro::Nitro copy(Mlp<200>{});
+  std::memcpy(copy.param_buffer().values(), h.ema().values(), sizeof(float) * decltype(h)::param_store_type::size);
+  CHECK(copy.evaluate("test").at("acc") == with_ema.at("acc"));
+  CHECK(copy.evaluate("test").at("loss") == with_ema.at("loss"));
+
+  nitro::Nitro b(Mlp<200>{}, nitro::seed = seed, nitro::max_epochs = 3, nitro::eval_weights = nitro::best, nitro::run_dir = runs.string(),
+                 nitro::kw::checkpointer = policy, nitro::logger = nitro::no_loggers);
+  b.train(false);
+  nitro::Nitro from_best(Mlp<200>{}, nitro::weights = b >> nitro::best);
+  const auto live_b = params_of(b);
+  CHECK(b.evaluate("valid").at("loss") == from_best.evaluate("valid").at("loss"));
+  CHECK(params_of(b) == live_b);
+
+  // an EMA asked for and not kept: a coded error
+  nitro::Nitro none(Mlp<200>{}, nitro::eval_weights = nitro::ema);
+  CHECK(error_of([&] { (void)none.evaluate("test"); }).rfind("E-CKPT-031", 0) == 0);
+}
+
+TEST_CASE("w0 = nitro::weights anchors decay at the loaded weights; checkpoint = path still loads them, with a warning") {
+  const fs::path runs = fresh_dir("w0");
+  nitro::Nitro src(Anchored{}, nitro::seed = 3, nitro::max_epochs = 1, nitro::run_dir = runs.string(), nitro::logger = nitro::no_loggers,
+                   nitro::kw::checkpointer = nitro::checkpoint_policy{});
+  src.train(false);
+  const fs::path file = src.checkpoints()->path_of(*src.checkpoints()->index().latest());
+  nitro::Nitro h(Anchored{}, nitro::weights = file, nitro::w0 = nitro::weights);
+  CHECK(params_of(h) == params_of(src));
+  auto anchor = [](auto& handle) {
+    for (auto& e : handle.optimizer().state_tensors())
+      if (e.name == "optim.default.anchor") return std::get<nitro::Tensor>(e.value).to_vector();
+    return std::vector<float>{};
+  };
+  const auto a = anchor(h);
+  REQUIRE(!a.empty());
+  CHECK(std::equal(a.begin(), a.end(), h.param_buffer().values()));  // the anchor is the loaded weights
+  nitro::Nitro init(Anchored{}, nitro::weights = file);
+  const auto b = anchor(init);
+  CHECK(!std::equal(b.begin(), b.end(), init.param_buffer().values()));  // without w0 = weights: build_model's init
+
+  // the deprecated spelling: loads the same weights and says so on stderr (W-CKPT-001)
+  std::fflush(stderr);
+  const fs::path log = runs / "stderr.txt";
+  const int saved = ::dup(2);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ::dup2(fd, 2);
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #endif
+  nitro::Nitro old(Anchored{}, nitro::kw::checkpoint = file.string());
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(fd);
+  ::close(saved);
+  CHECK(params_of(old) == params_of(src));
+  CHECK(slurp(log).rfind("W-CKPT-001: `checkpoint = \"" + file.string() + "\"` is the deprecated spelling of `weights =", 0) == 0);
+  auto records = old.keywords().records();
+  CHECK(records[21].name == "weights");
+  CHECK(records[21].note.find("deprecated") != std::string::npos);
+}

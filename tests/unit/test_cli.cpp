@@ -227,15 +227,18 @@ TEST_CASE("variants prints the note's own example exactly as the note shows it")
 
 TEST_CASE("explain shows every knob and run keyword with value, source and doc") {
   auto r = cli({"explain", "--variant", "quick", "--set", "lr=0.05", "--set", "log_every_n_steps=4", "--steps", "7"});
+  INFO(r.out);
   CHECK(r.rc == 0);
   CHECK(r.out.find("program Tiny<width=8>  (variant quick)\n") == 0);
   CHECK(r.out.find("  lr                 0.05  set      learning rate\n") != std::string::npos);
   CHECK(r.out.find("  max_epochs         1     variant  epochs\n") != std::string::npos);
   CHECK(r.out.find("  width              8     default  hidden width\n") != std::string::npos);
   // a run keyword that is a knob but not a field reaches the handle as a keyword
-  CHECK(r.out.find("  log_every_n_steps   4     keyword  steps between train log lines; the knob log_every_n_steps (set)\n") !=
-        std::string::npos);
-  CHECK(r.out.find("  max_epochs          1     field    epochs to train; the knob max_epochs (variant)\n") != std::string::npos);
+  CHECK(r.out.find("  log_every_n_steps   4                              keyword   steps between train log lines; the knob "
+                   "log_every_n_steps (set)\n") != std::string::npos);
+  CHECK(r.out.find("  max_epochs          1                              field     epochs to train; the knob max_epochs "
+                   "(variant)\n") != std::string::npos);
+  CHECK(r.out.find("  max_steps           7                              override  optimizer steps to train") != std::string::npos);
   CHECK(r.out.find("overrides:\n  steps  7  override") != std::string::npos);
 }
 
@@ -268,19 +271,37 @@ TEST_CASE("run records the selection everywhere, and eval reproduces the recorde
   REQUIRE(lines.size() > 3);
   CHECK(lines[0]["type"] == "metadata");
   CHECK(lines[0]["selection"]["variant"] == "quick");
-  int train_lines = 0, evals = 0;
+  int train_lines = 0, evals = 0, tests = 0;
   for (auto const& l : lines) {
-    if (l["type"] == "train") {
+    if (l["type"] == "metrics" && l["split"] == "train") {
       ++train_lines;
       CHECK(l["grad_norm"].get<double>() > 0);
+      CHECK(l["param_norm"].get<double>() > 0);
     }
-    if (l["type"] == "eval" && l["split"] == "valid") ++evals;
+    if (l["type"] == "metrics" && l["split"] == "valid") ++evals;
+    if (l["type"] == "metrics" && l["split"] == "test") ++tests;
   }
   CHECK(train_lines == 3);
   CHECK(evals == 2);  // at step 3 and at the epoch's end (step 6)
+  CHECK(tests == 1);  // when training ended
   CHECK(lines.back()["type"] == "end");
-  CHECK(std::filesystem::exists(run + "/binding_report.txt"));
-  CHECK(std::filesystem::exists(run + "/checkpoints/final.safetensors"));
+  CHECK(lines.back()["status"] == "finished");
+  CHECK(st["last"].contains("test/acc"));
+  // the record: the binding report (show, explain, ir), the trainer's CSV and TensorBoard files, checkpoints with their index
+  const std::string report = nitro::read_record_file(run + "/binding_report.txt");
+  INFO(report.substr(0, 400));
+  CHECK(report.find("Nitro cli_test::Tiny<8>\n") < 4);  // show(h) first
+  CHECK(report.find("  parameter groups\n") != std::string::npos);
+  CHECK(report.find("\nprogram Tiny<width=8>  (variant quick)\n") != std::string::npos);
+  CHECK(std::filesystem::exists(run + "/metrics.csv"));
+  int events = 0;
+  for (auto const& f : std::filesystem::directory_iterator(run)) events += f.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+  CHECK(events == 1);
+  auto index = nitro::checkpoint_index::load(run + "/checkpoints");
+  REQUIRE(index.latest());
+  CHECK(index.latest()->step == 6);
+  CHECK(index.monitor == "valid.loss");
+  CHECK(index.latest()->metrics.count("valid.acc") == 1);
 
   auto e = cli({"eval", "--run-dir", dir, "tiny-quick", "--split", "valid"});
   INFO(e.err);
@@ -300,7 +321,9 @@ TEST_CASE("run records the selection everywhere, and eval reproduces the recorde
   REQUIRE(files.size() == 5);
   CHECK(files[0].first == "tiny-quick-lr=0.05-b/manifest.json");
   CHECK(files[4].first == "tiny-quick-lr=0.05-b/weights.safetensors");
-  CHECK(files[4].second == nitro::read_record_file(dir + "/tiny-quick-lr=0.05-b/checkpoints/final.safetensors"));
+  auto b_index = nitro::checkpoint_index::load(dir + "/tiny-quick-lr=0.05-b/checkpoints");
+  REQUIRE(b_index.latest());
+  CHECK(files[4].second == nitro::read_record_file(dir + "/tiny-quick-lr=0.05-b/checkpoints/" + b_index.latest()->file));
   auto w = cli({"watch", "--run-dir", dir, "latest"});
   CHECK(w.rc == 0);
   CHECK(w.out.find("state: finished") != std::string::npos);
@@ -387,29 +410,43 @@ TEST_CASE("tar: members round-trip, long names use the prefix, damage is E-REC-0
   CHECK(error_text([&] { t.add(std::string(300, 'n'), "x"); }).rfind("E-REC-001", 0) == 0);
 }
 
-TEST_CASE("weights: a damaged or foreign file is refused before anything is copied") {
+TEST_CASE("eval reads the checkpointer's files: another program's checkpoint, or a damaged one, is refused before anything is copied") {
   const std::string dir = tmp_dir("weights");
-  auto h = nitro::cli::program<Tiny<8>>::handle(App::cat(), nitro::resolve_selection(App::cat(), {}));
-  nitro::cli::detail::write_weights(dir + "/w.safetensors", h->params(), h->state(), {{"step", "3"}});
-  auto f = nitro::cli::detail::read_weights_file(dir + "/w.safetensors");
-  CHECK(f.metadata.at("step") == "3");
-  nitro::cli::detail::load_weights(f, "params.", h->params());  // its own file loads
+  auto r = cli({"run", "--variant", "quick", "--run-dir", dir, "--id", "w", "--quiet"});
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const std::string run = dir + "/tiny-quick-w";
+  auto index = nitro::checkpoint_index::load(run + "/checkpoints");
+  REQUIRE(index.latest());
+  const std::string latest = run + "/checkpoints/" + index.latest()->file;
+  auto info = nitro::read_checkpoint_info(nitro::safetensors_file::read(latest));
+  CHECK(info.step == 8);  // one epoch of 128 / 16: the end of the run is a checkpoint
+  CHECK(info.selection["variant"] == "quick");
+  CHECK(info.selection["program"] == "Tiny<width=8>");
 
-  auto other = nitro::cli::program<Tiny<16>>::handle(App::cat(), nitro::resolve_selection(App::cat(), {}));
-  CHECK(error_text([&] { nitro::cli::detail::load_weights(f, "params.", other->params()); }) ==
-        "E-REC-003: the weights file " + dir + "/w.safetensors cannot be used: 'params.layer_1.weight' has shape [4,8], the program's is [4,16]\n"
-        "  fix: evaluate another checkpoint (--weights final|best|PATH), or rerun the run to write it again");
-  nitro::write_record_atomic(dir + "/short", "abc");
-  CHECK(error_text([&] { nitro::cli::detail::read_weights_file(dir + "/short"); }).find("shorter than the 8-byte header length") != std::string::npos);
-  std::string bytes = nitro::read_record_file(dir + "/w.safetensors");
-  bytes[0] = char(0xff);
-  bytes[1] = char(0xff);
-  nitro::write_record_atomic(dir + "/long", bytes);
-  CHECK(error_text([&] { nitro::cli::detail::read_weights_file(dir + "/long"); }).find("runs past the end of the file") != std::string::npos);
-  std::string cut = nitro::read_record_file(dir + "/w.safetensors");
-  nitro::write_record_atomic(dir + "/cut", cut.substr(0, cut.size() - 8));
-  auto fc = nitro::cli::detail::read_weights_file(dir + "/cut");
-  CHECK(error_text([&] { nitro::cli::detail::load_weights(fc, "state.", h->state()); }) == "no error");  // no state leaves
-  CHECK(error_text([&] { nitro::cli::detail::load_weights(fc, "params.", h->params()); }).find("outside the data or of the wrong size") !=
-        std::string::npos);
+  // the run's own checkpoint loads into its program; the 16-wide program refuses it, naming both shapes
+  auto own = nitro::cli::program<Tiny<8>>::handle(App::cat(), nitro::resolve_selection(App::cat(), {}), {.weights = nitro::weights_ref(latest)});
+  CHECK(own->param_buffer().values()[0] != 0.0f);
+  CHECK(error_text([&] {
+          nitro::cli::program<Tiny<16>>::handle(App::cat(), nitro::resolve_selection(App::cat(), {{}, {{"width", "16"}}}),
+                                                {.weights = nitro::weights_ref(latest)});
+        }).rfind("E-CKPT-012: tensor 'params.layer_1.weight' of '" + latest + "' has nitro shape [8, 4] but the model's leaf is [16, 4]", 0) == 0);
+
+  // damaged files: coded errors naming the file, exit 3
+  std::string bytes = nitro::read_record_file(latest);
+  nitro::write_record_atomic(run + "/checkpoints/short.safetensors", "abc");
+  auto e = cli({"eval", run + "/checkpoints/short.safetensors"});
+  CHECK(e.rc == 3);
+  CHECK(e.err.find("E-CKPT-002") != std::string::npos);
+  nitro::write_record_atomic(run + "/checkpoints/cut.safetensors", bytes.substr(0, bytes.size() - 8));
+  e = cli({"eval", run + "/checkpoints/cut.safetensors"});
+  CHECK(e.rc == 3);
+  CHECK(e.err.find("E-CKPT-0") != std::string::npos);
+  // --weights names a checkpoint of the run, or a file
+  e = cli({"eval", "--run-dir", dir, "tiny-quick-w", "--weights", "best", "--split", "valid"});
+  CHECK(e.rc == 0);
+  CHECK(e.out.find("(step 8)") != std::string::npos);
+  e = cli({"eval", "--run-dir", dir, "tiny-quick-w", "--weights", "nonsense"});
+  CHECK(e.rc == 3);
+  CHECK(e.err.rfind("E-REC-002: --weights nonsense names no checkpoint", 0) == 0);
 }

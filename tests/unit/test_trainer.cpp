@@ -256,26 +256,52 @@ TEST_SUITE("run keywords") {
     for (auto const& x : r) names.push_back(x.name);
     CHECK(names == std::vector<std::string>{"seed", "run_dir", "n_devs", "accum", "max_epochs", "schedules", "gradient_clip_norm",
                                             "check_divergence", "autolog_schedules", "log_every_n_steps", "logger", "checkpointer",
-                                            "early_stop", "monitor", "eval_loss", "ema", "batch_size", "data", "weights", "resume",
-                                            "run_ref", "w0", "restore_optimizer", "restore_best", "eval_weights", "load_ema"});
+                                            "early_stop", "monitor", "eval_loss", "ema", "batch_size", "max_steps", "eval_every",
+                                            "diagnostics", "data", "weights", "resume", "run_ref", "w0", "restore_optimizer",
+                                            "restore_best", "eval_weights", "load_ema"});
     CHECK(r[0].value == "9");
     CHECK(r[0].source == nitro::keyword_source::keyword);
     CHECK(r[12].value == "patience=4 min_delta=0");
     CHECK(r[12].source == nitro::keyword_source::field);
     CHECK(r[13].value == "valid.acc (min)");
     CHECK(r[15].value == "decay=0.99 debias");
-    CHECK(r[17].value == "none");
+    CHECK(r[17].value == "0");  // max_steps: max_epochs decides
+    CHECK(r[20].value == "none");  // no data
     CHECK_FALSE(r[16].fact);
-    CHECK(r[18].fact);
+    CHECK_FALSE(r[19].fact);
+    CHECK(r[21].fact);
     std::string table = nitro::keyword_table(r);
     CHECK(table.find("  seed                9") == 0);
     CHECK(table.find("early_stop          patience=4 min_delta=0") != std::string::npos);
   }
 
+  TEST_CASE("a typed keyword given as an optional: a value is the keyword, an empty one is not given") {
+    // the command line passes its overrides this way: one handle type whether or not --steps was given
+    nitro::run_keywords given(Fields{}, nitro::max_steps = std::optional<int>(40), nitro::log_every_n_steps = std::optional<long>(3));
+    CHECK(given.max_steps.value == 40);
+    CHECK(given.max_steps.source == nitro::keyword_source::keyword);
+    CHECK(given.log_every_n_steps.value == 3);
+    nitro::run_keywords empty(Fields{}, nitro::max_steps = std::optional<int>{}, nitro::log_every_n_steps = std::optional<long>{});
+    CHECK(std::is_same_v<decltype(empty), decltype(given)>);
+    CHECK(empty.max_steps.value == 0);
+    CHECK(empty.max_steps.source == nitro::keyword_source::fallback);
+    CHECK(empty.log_every_n_steps.value == 10);  // the field decides
+    CHECK(empty.log_every_n_steps.source == nitro::keyword_source::field);
+    // a construction fact given as an empty optional is not given either
+    nitro::run_keywords fact(Plain{}, nitro::run_ref = std::optional<std::string>{});
+    CHECK(fact.run_ref.source == nitro::keyword_source::fallback);
+    CHECK(fact.records()[23].name == "run_ref");
+    CHECK(fact.records()[23].value == "none");
+  }
+
   TEST_CASE("values a type cannot rule out are coded errors naming the keyword and its source") {
     CHECK_THROWS_WITH_AS(nitro::run_keywords(Plain{}, nitro::log_every_n_steps = 0).validate(),
                          doctest::Contains("E-KW-007: the run keyword log_every_n_steps is 0 (from the keyword)"), nitro::error);
-    CHECK_THROWS_WITH_AS(nitro::run_keywords(Plain{}, nitro::accum = -1).validate(), doctest::Contains("E-KW-007"), nitro::error);
+    CHECK_THROWS_WITH_AS(nitro::run_keywords(Plain{}, nitro::n_devs = 0).validate(), doctest::Contains("E-KW-007"), nitro::error);
+    CHECK_THROWS_WITH_AS(nitro::run_keywords(Plain{}, nitro::max_steps = -5).validate(), doctest::Contains("E-KW-007: the run keyword max_steps is -5"),
+                         nitro::error);
+    // accum and gradient_clip_norm are the optimizer program's to check (E-OPT-015, E-OPT-014), once
+    CHECK_NOTHROW(nitro::run_keywords(Plain{}, nitro::accum = -1).validate());
     CHECK_THROWS_WITH_AS(nitro::run_keywords(Plain{}, nitro::ema = 1.5).validate(), doctest::Contains("E-EMA-001"), nitro::error);
     CHECK_THROWS_WITH_AS(nitro::run_keywords(Plain{}, nitro::early_stop = -2).validate(), doctest::Contains("E-STOP-001"), nitro::error);
     CHECK_THROWS_WITH_AS(nitro::run_keywords(Plain{}, nitro::monitor = "valid.").validate(), doctest::Contains("E-KW-007"), nitro::error);
@@ -678,6 +704,37 @@ TEST_SUITE("run control") {
     CHECK(lenient.after_eval(1, 1, "valid", values({{"acc", 0.5}})));
   }
 
+  TEST_CASE("logged steps allocate nothing: the history reserves its rows for the horizon") {
+    if (!NITRO_TRAINER_ALLOC_COUNTING) return;
+    nitro::run_control rc({.ema = {.decay = 0.9}, .log_every_n_steps = 2}, nitro::loggers(nitro::no_loggers));
+    auto eta = rc.schedules().declare("eta");
+    auto norm = rc.extras().declare("grad_norm");
+    std::vector<float> p(64, 1.0f);
+    rc.begin(info_for(100, 3), p.data(), 64);
+    rc.after_step(1, 1, 1, 1.0, p.data(), 8);
+    rc.after_step(2, 1, 2, 1.0, p.data(), 8);  // the first logged row
+    rc.after_eval(2, 1, "valid", values({{"acc", 0.5}, {"loss", 0.7}}));  // evaluations reserve again afterwards
+    long n;
+    {
+      counting c;
+      for (int s = 3; s <= 300; ++s) {
+        rc.schedules().set(eta, 0.01 * s);
+        rc.extras().set(norm, 2.0 * s);
+        rc.after_step(s, 1 + (s - 1) / 100, 1 + (s - 1) % 100, 1.0 / s, p.data(), 8);
+      }
+      n = c.count();
+    }
+    CHECK(n == 0);
+    CHECK(rc.history().size() == 151);
+    CHECK(rc.history().columns() == std::vector<std::string>{"loss", "eta", "grad_norm", "acc"});
+    CHECK(rc.history().series("train", "grad_norm").back().second == 600.0);  // extras are logged whatever autolog says
+    rc.request_stop("asked");
+    CHECK(rc.should_stop());
+    rc.end();
+    CHECK(rc.status() == nitro::run_status::stopped);
+    CHECK(rc.reason() == "asked");
+  }
+
   TEST_CASE("progress reaches every logger each step; the ETA follows the rate") {
     struct progress_logger : nitro::run_logger {
       std::shared_ptr<std::vector<nitro::step_progress>> seen = std::make_shared<std::vector<nitro::step_progress>>();
@@ -896,10 +953,12 @@ TEST_SUITE("loggers") {
     auto info = info_for(1000, 1);
     info.dir = dir;
     std::FILE* f = std::tmpfile();
-    auto s = nitro::loggers(nitro::console_logger({.stream = f}), nitro::jsonl_logger(), nitro::tensorboard_logger());
+    info.log_every_n_steps = 1;
+    auto s = nitro::loggers(nitro::console_logger({.stream = f}), nitro::jsonl_logger(), nitro::csv_logger(), nitro::tensorboard_logger());
     s.on_setup(info);
     std::vector<nitro::scalar> row = {{"loss", 0.5}, {"eta", 0.001}, {"smoothing", 0.05}};
     s.on_step(1, 1, row);
+    s.on_eval(1, 1, "valid", values({{"acc", 0.5}}));  // a new column: the CSV is rewritten (outside a step)
     long n;
     {
       counting c;

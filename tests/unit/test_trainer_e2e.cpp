@@ -1,12 +1,13 @@
-// train/ with a real handle on Fashion-MNIST: the loop of docs/trainer-integration.md driven from
-// outside the handle — EMA and early stopping end to end, divergence through a Device field written
-// with set_device, loggers writing a run directory, show() for fashion_mlp, cache_stats across
-// handles, metrics through the handle's evaluation.
+// train/ through the handle's own train() on Fashion-MNIST: EMA and early stopping end to end,
+// divergence (status diverged, the last good checkpoint kept), the loggers writing a run directory,
+// logged steps that allocate nothing, cache_stats across handles, metrics through the handle's
+// evaluation, and the golden texts of show() and history() for examples/fashion_mlp.cpp.
 #include <nitro/nitro.hpp>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -16,12 +17,16 @@
 
 namespace fs = std::filesystem;
 
+// examples/fashion_mlp.cpp's experiment, as the binary has it
+#define NITRO_FASHION_MLP_NO_MAIN
+#include "../../examples/fashion_mlp.cpp"
+
 struct FwdIn { BOOST_HANA_DEFINE_STRUCT(FwdIn, (nitro::Tensor, img)); };
 struct LossIn { BOOST_HANA_DEFINE_STRUCT(LossIn, (nitro::Tensor, label)); };
 struct Metrics { BOOST_HANA_DEFINE_STRUCT(Metrics, (nitro::mean_of, acc), (nitro::sum_of<nitro::Tensor>, confusion)); };
 
 // The example's experiment (examples/fashion_mlp.cpp), with the trainer's keywords as fields.
-template <int Width = 256>
+template <int Width = 256, bool BlowUp = false>
 struct FashionMLP {
   nitro::GraphConst<int, Width> width;
   nitro::Device<float> smoothing{0.05f};
@@ -58,6 +63,10 @@ struct FashionMLP {
     if (acc.has("acc")) acc.scalars["error"] = 1.0 - acc.at("acc");
     return acc;
   }
+  // BlowUp: from step 30 on, the logits are scaled by 1e5 (a Device field the schedule writes): the loss blows up
+  auto schedules() const requires BlowUp {
+    return nitro::schedule_map{nitro::key<"gain"> = [](std::int64_t) { return [](std::int64_t t) { return t < 30 ? 1.0 : 1e5; }; }};
+  }
 };
 NITRO_EXPERIMENT(FashionMLP, width, smoothing, gain, lr, max_epochs, batch_size, ema, train_limit);
 
@@ -71,194 +80,137 @@ fs::path tmp_dir(std::string const& name) {
   return p;
 }
 
-struct run_result {
-  nitro::run_status status;
-  std::string reason;
-  int epochs = 0;
-};
-
-// The handle's train() after integration, written against the handle's public API: resolve the
-// keywords, make the loggers and the run control, then steps and evaluations, each followed by
-// the run control's verdict.
-template <class H, class... Kw>
-run_result train_with_control(H& h, fs::path run_dir, std::vector<std::string> const& schedule_keys, nitro::run_control*& out,
-                              std::unique_ptr<nitro::run_control>& keep, Kw const&... kws) {
-  nitro::run_keywords kw(h.experiment(), kws...);
-  kw.validate();
-  auto const& split = h.data().split("train");
-  nitro::data::loader<typename H::batch_type> ld(split, {kw.batch_size.value, true, true, 2, nitro::fold(kw.seed.value, 2)});
-  nitro::run_info info;
-  info.experiment = nitro::program_key<typename H::experiment_type>();
-  auto desc = nitro::describe_handle(h, kw);
-  info.binding_report = nitro::show_text(desc);
-  info.metadata_json = R"({"selection": {"variant": null, "set": {}}})";
-  info.dir = run_dir;
-  info.steps_per_epoch = ld.batches_per_epoch();
-  info.max_epochs = kw.max_epochs.value;
-  info.total_steps = info.steps_per_epoch * info.max_epochs;
-  info.batch_size = kw.batch_size.value;
-  auto loggers = nitro::with_default_loggers(nitro::to_logger_set(kw.logger.value), info);
-  keep = std::make_unique<nitro::run_control>(nitro::run_control_options_from(kw), loggers);
-  nitro::run_control& rc = *keep;
-  out = &rc;
-  std::vector<std::size_t> slots;
-  for (auto const& k : schedule_keys) slots.push_back(rc.schedules().declare(k));
-  float* params = h.param_buffer().values();
-  constexpr std::int64_t n = H::param_store_type::size;
-  rc.begin(info, params, n);
-  run_result r;
-  for (int epoch = 1; epoch <= kw.max_epochs.value && !rc.should_stop(); ++epoch) {
-    ld.start_epoch(static_cast<std::uint64_t>(epoch - 1));
-    std::int64_t batch = 0;
-    while (auto b = ld.next()) {
-      for (std::size_t i = 0; i < slots.size(); ++i) rc.schedules().set(slots[i], h.learning_rate() * (i + 1));
-      const double loss = h.train_step(*b);
-      ++batch;
-      if (!rc.after_step(h.step(), epoch, batch, loss, params, nitro::detail::batch_samples(*b))) break;
-    }
-    r.epochs = epoch;
-    if (rc.should_stop()) break;
-    auto valid = nitro::finalize_metrics(h.experiment(), h.evaluate("valid"), "valid");
-    if (rc.ema().enabled()) {
-      nitro::metric_values ema_valid;
-      {
-        nitro::ema_scope with_average(rc.ema(), params);
-        ema_valid = nitro::finalize_metrics(h.experiment(), h.evaluate("valid"), "valid");
-      }
-      rc.after_eval(h.step(), epoch, "valid_ema", ema_valid);
-    }
-    if (!rc.after_eval(h.step(), epoch, "valid", valid)) break;
-  }
-  rc.end();
-  r.status = rc.status();
-  r.reason = rc.reason();
-  return r;
-}
-
 std::vector<std::string> lines_of(fs::path const& p) {
   std::ifstream in(p);
   std::vector<std::string> out;
   for (std::string l; std::getline(in, l);) out.push_back(l);
   return out;
 }
+std::string read_file(fs::path const& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+std::string read_stream(std::FILE* f) {
+  std::fflush(f);
+  std::rewind(f);
+  std::string s;
+  for (int c; (c = std::fgetc(f)) != EOF;) s += static_cast<char>(c);
+  return s;
+}
 
 }  // namespace trainer_e2e
 
 using namespace trainer_e2e;
 
-TEST_CASE("fashion_mlp with EMA and early stopping, end to end: stopped early, averaged weights evaluated, the run recorded") {
+TEST_CASE("fashion_mlp with EMA and early stopping, end to end through train(): stopped early, averaged weights evaluated, the run recorded") {
   auto dir = tmp_dir("ema_early_stop");
   FashionMLP<64> e;
   e.train_limit = 2000;
   e.batch_size = 64;
   e.lr = 3e-3f;
   e.ema = 0.95;  // from the field
-  nitro::Nitro h(e, nitro::check_divergence = false, nitro::max_epochs = 40);
-  nitro::run_control* rc = nullptr;
-  std::unique_ptr<nitro::run_control> keep;
   std::FILE* console = std::tmpfile();
-  auto r = train_with_control(h, dir, {"eta"}, rc, keep, nitro::max_epochs = 40, nitro::early_stop = 2, nitro::log_every_n_steps = 10,
-                              nitro::logger = nitro::loggers(nitro::jsonl_logger(), nitro::csv_logger(), nitro::tensorboard_logger(),
-                                                             nitro::console_logger({.stream = console})));
-  std::fflush(console);
-  std::rewind(console);
-  std::string shown;
-  for (int c; (c = std::fgetc(console)) != EOF;) shown += static_cast<char>(c);
+  nitro::Nitro h(e, nitro::check_divergence = false, nitro::max_epochs = 40, nitro::early_stop = 2, nitro::log_every_n_steps = 10,
+                 nitro::run_ref = dir.string(),
+                 nitro::logger = nitro::loggers(nitro::default_loggers, nitro::console_logger({.stream = console})));
+  auto epochs = h.train(false);  // the default loggers without their console: the files, and ours
+  const std::string shown = read_stream(console);
   std::fclose(console);
   CHECK(shown.find("stopped after " + std::to_string(h.step()) + " steps") != std::string::npos);
   CHECK(shown.find("valid_ema  acc ") != std::string::npos);
-  CHECK(r.status == nitro::run_status::stopped);
-  CHECK(r.epochs < 40);
-  CHECK(r.epochs >= 3);
-  CHECK(r.reason.find("early stop: valid.loss did not improve") == 0);
-  CHECK(rc->monitor().wait() == 2);
+  CHECK(h.status() == nitro::run_status::stopped);
+  CHECK(epochs.size() < 40);
+  CHECK(epochs.size() >= 3);
+  CHECK(h.status_reason().find("early stop: valid.loss did not improve") == 0);
+  CHECK(h.monitor().wait() == 2);
+  CHECK(h.step() == static_cast<std::int64_t>(epochs.size()) * (2000 / 64));
+  CHECK(h.epoch() == static_cast<int>(epochs.size()));
 
   // the averaged weights were evaluated every epoch, and they are good weights
-  auto const& hist = rc->history();
+  auto const& hist = nitro::history(h);
   auto ema_acc = hist.series("valid_ema", "acc");
   auto raw_acc = hist.series("valid", "acc");
-  REQUIRE(ema_acc.size() == static_cast<std::size_t>(r.epochs));
-  REQUIRE(raw_acc.size() == static_cast<std::size_t>(r.epochs));
+  REQUIRE(ema_acc.size() == epochs.size());
+  REQUIRE(raw_acc.size() == epochs.size());
   CHECK(ema_acc.back().second > 0.72);
-  CHECK(rc->ema().updates() == h.step());
+  CHECK(h.ema().updates() == h.step());
   CHECK(hist.series("valid", "error").size() == raw_acc.size());  // finalize_metrics ran on every evaluation
-  CHECK(hist.series("train", "eta").front().second == doctest::Approx(h.learning_rate()));  // autolog_schedules
+  CHECK(epochs.back().valid.at("acc") == raw_acc.back().second);
 
-  // the run's record: JSONL with metadata first, CSV equal to the history, a TensorBoard file
+  // the run's record: JSONL with metadata first, CSV equal to the history, a TensorBoard file, the binding report
   auto jl = lines_of(dir / "metrics.jsonl");
   REQUIRE(jl.size() > 3);
   auto meta = nlohmann::json::parse(jl[0]);
   CHECK(meta["type"] == "metadata");
   CHECK(meta["experiment"] == "FashionMLP<64>");
-  CHECK(meta.contains("selection"));
   CHECK(nlohmann::json::parse(jl.back())["status"] == "stopped");
-  std::ifstream csv(dir / "metrics.csv");
-  std::string csv_text((std::istreambuf_iterator<char>(csv)), std::istreambuf_iterator<char>());
-  CHECK(csv_text == hist.to_csv());
+  CHECK(read_file(dir / "metrics.csv") == hist.to_csv());
   int tb = 0;
   for (auto const& f : fs::directory_iterator(dir)) tb += f.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
   CHECK(tb == 1);
+  CHECK(read_file(dir / "binding_report.txt") == nitro::show_text(h.description()));
+  // a handle trains once: train() again does nothing
+  CHECK(h.train(false).empty());
 }
 
-TEST_CASE("a loss blow-up stops the run with status diverged; set_device reaches the next step, no new program") {
-  FashionMLP<32> e;
+TEST_CASE("a loss blow-up ends train() with status diverged; the last good checkpoint is kept; no exception") {
+  auto dir = tmp_dir("diverged");
+  FashionMLP<32, true> e;
   e.train_limit = 2000;  // 40 batches of 50: past the detector's 20-step warm-up
   e.batch_size = 50;
-  nitro::Nitro h(e, nitro::check_divergence = false);
+  nitro::Nitro h(e, nitro::max_epochs = 2, nitro::log_every_n_steps = 5, nitro::run_ref = dir.string(), nitro::logger = nitro::no_loggers,
+                 nitro::kw::checkpointer = nitro::checkpoint_policy{.every = nitro::every_steps(10), .keep_last = 3});
   auto before = nitro::cache_stats().compiled.size();
-  nitro::run_keywords kw(h.experiment(), nitro::log_every_n_steps = 5);
-  nitro::run_control rc(nitro::run_control_options_from(kw), nitro::loggers(nitro::no_loggers));
-  nitro::run_info info;
-  info.steps_per_epoch = 40;
-  info.max_epochs = 1;
-  info.total_steps = 40;
-  rc.begin(info, h.param_buffer().values(), decltype(h)::param_store_type::size);
-  nitro::data::loader<decltype(h)::batch_type> ld(h.data().split("train"), {50, true, true, 2, 7});
-  ld.start_epoch(0);
-  std::int64_t step = 0;
-  bool went_on = true;
-  while (auto b = ld.next()) {
-    ++step;
-    if (step == 30) h.set_device("gain", 1e5);  // between steps: the next step's forward reads it
-    double loss = h.train_step(*b);
-    went_on = rc.after_step(h.step(), 1, step, loss, h.param_buffer().values(), 50);
-    if (!went_on) break;
-  }
-  CHECK_FALSE(went_on);
-  CHECK(step == 30);
-  CHECK(rc.status() == nitro::run_status::diverged);
-  CHECK(rc.reason().find("at step 30 is more than 100 times its running baseline") != std::string::npos);
-  CHECK(float(h.experiment().gain) == 1e5f);
+  CHECK_NOTHROW(h.train());
+  CHECK(h.status() == nitro::run_status::diverged);
+  CHECK(h.step() == 30);
+  CHECK(h.status_reason().find("at step 30 is more than 100 times its running baseline") != std::string::npos);
+  CHECK(float(h.experiment().gain) == 1e5f);  // the schedule wrote the Device field: no new program
   CHECK(nitro::cache_stats().compiled.size() == before);
+  auto const* ck = h.checkpoints();
+  REQUIRE(ck != nullptr);
+  REQUIRE(ck->index().latest());
+  CHECK(ck->index().latest()->step == 20);  // step 30 diverged: not saved, nor a final checkpoint
+  CHECK(ck->index().entries.size() == 2);
+  // outside train(), a step on its own still throws on a NaN loss (E-TRAIN-001)
+  FashionMLP<32> plain;  // no schedule writing gain
+  plain.train_limit = 2000;
+  nitro::Nitro raw(plain, nitro::max_epochs = 1);
+  raw.set_device("gain", std::nan(""));
+  auto const& split = raw.data().split("train");
+  nitro::data::loader<decltype(raw)::batch_type> ld(split, {50, false, true, 1, 0});
+  ld.start_epoch(0);
+  CHECK_THROWS_WITH_AS(raw.train_step(*ld.next()), doctest::Contains("E-TRAIN-001"), nitro::error);
 }
 
-TEST_CASE("cache_stats: a second handle with only a Device value changed enters no new program") {
+TEST_CASE("cache_stats: the handle enters its program when built; a second one with only a Device value changed enters no new program") {
   FashionMLP<16> a;
   a.train_limit = 500;
   FashionMLP<16> b = a;
   b.smoothing = 0.2f;
   auto key = nitro::program_key<FashionMLP<16>>();
   CHECK(key == "FashionMLP<16>");
-  const auto entered_before = nitro::cache_stats().entries_of(key);
+  const auto before = nitro::cache_stats();
+  const auto entered_before = before.entries_of(key);
+  const auto programs_before = before.entered.size();
   nitro::Nitro ha(a);
-  const bool first = nitro::enter_program<FashionMLP<16>, decltype(ha)>();  // the handle's constructor line
+  CHECK(nitro::cache_stats().entries_of(key) == entered_before + 1);
   nitro::Nitro hb(b);
-  const bool second = nitro::enter_program<FashionMLP<16>, decltype(hb)>();
-  CHECK(first == (entered_before == 0));
-  CHECK_FALSE(second);
   auto s = nitro::cache_stats();
   CHECK(s.entries_of(key) == entered_before + 2);
+  CHECK(s.entered.size() == programs_before + (entered_before == 0 ? 1 : 0));  // the second handle entered no new program
   bool compiled = false;
   for (auto const& c : s.compiled) compiled = compiled || (c.key == key && c.graph_consts == "width=16");
   CHECK(compiled);
+  CHECK(s.cache("data.fashion_mnist").hits >= 1);  // the second handle's data came from the process cache
   CHECK(float(hb.experiment().smoothing) == 0.2f);
 }
 
-TEST_CASE("metrics through the handle's evaluation: the split's confusion matrix holds every sample") {
+TEST_CASE("metrics through the handle's evaluation: finalized, the split's confusion matrix holds every sample") {
   FashionMLP<16> e;
   e.train_limit = 500;
   nitro::Nitro h(e);
-  auto m = nitro::finalize_metrics(h.experiment(), h.evaluate("valid"), "valid");
+  auto m = h.evaluate("valid");
   REQUIRE(m.has_tensor("confusion"));
   auto const& cm = m.tensor("confusion");
   CHECK(cm.shape() == nitro::shape{10, 10});
@@ -270,51 +222,81 @@ TEST_CASE("metrics through the handle's evaluation: the split's confusion matrix
     }
   CHECK(total == double(h.data().split("valid").size()));
   CHECK(diagonal / total == doctest::Approx(m.at("acc")));
-  CHECK(m.at("error") == doctest::Approx(1.0 - m.at("acc")));
+  CHECK(m.at("error") == doctest::Approx(1.0 - m.at("acc")));  // finalize_metrics ran
   CHECK(m.accumulated_on == nitro::residency::device);
+  nitro::Nitro quiet(e, nitro::eval_loss = false);
+  CHECK_FALSE(quiet.evaluate("valid").has("loss"));
+}
+
+TEST_CASE("diagnostics: the gradient and parameter norms in every logged step, whatever autolog_schedules says") {
+  auto dir = tmp_dir("diagnostics");
+  FashionMLP<32> e;
+  e.train_limit = 1600;
+  e.batch_size = 32;
+  e.ema = 0.9;
+  std::FILE* console = std::tmpfile();
+  nitro::Nitro h(e, nitro::max_epochs = 2, nitro::log_every_n_steps = 1, nitro::diagnostics = true, nitro::run_ref = dir.string(),
+                 nitro::logger = nitro::loggers(nitro::default_loggers, nitro::console_logger({.stream = console})));
+  h.train(false);
+  std::fclose(console);
+  CHECK(h.status() == nitro::run_status::finished);
+  CHECK(nitro::history(h).series("train", "grad_norm").size() == 100);
+  CHECK(nitro::history(h).series("train", "param_norm").back().second > 0);
+  auto jl = lines_of(dir / "metrics.jsonl");
+  CHECK(jl[1].find("\"grad_norm\":") != std::string::npos);
+  nitro::Nitro plain(e, nitro::max_epochs = 1, nitro::logger = nitro::no_loggers);
+  plain.train(false);
+  CHECK(nitro::history(plain).series("train", "grad_norm").empty());
 }
 
 TEST_CASE("show(): the golden text for fashion_mlp") {
-  nitro::Nitro h(FashionMLP<256>{});
-  nitro::run_keywords kw(h.experiment());
-  auto d = nitro::describe_handle(h, kw);
-  // what the optimizer room fills; today's handle trains one group with AdamW
-  d.groups = {{"default", decltype(h)::param_store_type::count, h.learning_rate(), 1.0, "zero", 0.01, "adamw(beta1=0.9, beta2=0.999, eps=1e-08)"}};
-  d.optimizer = "adamw";
-  const std::string text = nitro::show_text(d);
+  fashion::FashionMLP<256> e;
+  nitro::Nitro h(e);
+  std::FILE* out = std::tmpfile();
+  nitro::show(h, out);
+  const std::string text = read_stream(out);
+  std::fclose(out);
+  CHECK(text == nitro::show_text(h.description()));
   CHECK(text ==
-        "Nitro FashionMLP<256>\n"
-        "  program     FashionMLP<256>  [width=256]\n"
+        "Nitro fashion::FashionMLP<256>\n"
+        "  program     fashion::FashionMLP<256>  [width=256 two_groups=false]\n"
         "  backend     cpu (Eigen)\n"
         "  model       " + h.model().describe() + "\n"
         "  parameters  269322 in 1 flat buffer, state 0\n"
         "  fields\n"
-        "    width        GraphConst  256\n"
-        "    smoothing    Device      0.05\n"
-        "    gain         Device      1\n"
-        "    lr           Host        0.001\n"
-        "    max_epochs   Host        5\n"
-        "    batch_size   Host        128\n"
-        "    ema          Host        0\n"
-        "    train_limit  Host        0\n"
+        "    width              GraphConst  256\n"
+        "    two_groups         GraphConst  false\n"
+        "    smoothing          Device      0.05\n"
+        "    lr                 Host        0.003\n"
+        "    max_epochs         Host        5\n"
+        "    batch_size         Host        64\n"
+        "    log_every_n_steps  Host        200\n"
+        "    ema                Host        0\n"
+        "    early_stop         Host        0\n"
+        "    valid              Host        0\n"
+        "    train_limit        Host        0\n"
+        "    test_limit         Host        0\n"
         "  run keywords\n"
         "    seed                1                              default\n"
         "    run_dir             runs                           default\n"
         "    n_devs              1                              default\n"
         "    accum               1                              default\n"
         "    max_epochs          5                              field\n"
-        "    schedules           framework default              default\n"
+        "    schedules           eta, beta1                     accessor\n"
         "    gradient_clip_norm  0                              default\n"
         "    check_divergence    true                           default\n"
         "    autolog_schedules   true                           default\n"
-        "    log_every_n_steps   50                             default\n"
+        "    log_every_n_steps   200                            field\n"
         "    logger              default (console + run files)  default\n"
         "    checkpointer        framework default              default\n"
-        "    early_stop          off                            default\n"
+        "    early_stop          off                            field\n"
         "    monitor             valid.loss (min)               default\n"
         "    eval_loss           true                           default\n"
         "    ema                 off                            field\n"
-        "    batch_size          128                            field\n"
+        "    batch_size          64                             field\n"
+        "    max_steps           0                              default\n"
+        "    eval_every          0                              default\n"
+        "    diagnostics         false                          default\n"
         "    data                build_data()                   accessor\n"
         "    weights             none                           default\n"
         "    resume              none                           default\n"
@@ -327,16 +309,54 @@ TEST_CASE("show(): the golden text for fashion_mlp") {
         "bindings\n"
         "  data fashion_mnist\n"
         "    split  samples  batches  batch  prefetch\n"
-        "    train    55000      429    128  loader thread, 2 ahead, shuffled, full batches; to_device(img, label); host only: idx\n"
-        "    valid     5000       40    128  loader thread, 2 ahead; to_device(img, label); host only: idx\n"
-        "    test     10000       79    128  loader thread, 2 ahead; to_device(img, label); host only: idx\n"
+        "    train    60000      937     64  loader thread, 2 ahead, shuffled, full batches; to_device(img, label); host only: idx\n"
+        "    test     10000      157     64  loader thread, 2 ahead; to_device(img, label); host only: idx\n"
         "  hooks\n"
         "    forward(img) -> loss(label), metrics(label)\n"
         "    metrics accumulate on device; finalize_metrics runs on host\n"
         "  gradient_clip_norm  none\n"
-        "  schedules  none\n"
+        "  schedules\n"
+        "    key    source    binds to            curve\n"
+        "    eta    accessor  opt: head.eta (x1)  one_cycle(max 0.003, pct_start 0.3, div 25, final_div 10000)\n"
+        "    beta1  accessor  opt: head.beta1     one_cycle_momentum(0.95 -> 0.85 -> 0.95)\n"
         "  parameter groups\n"
-        "    group    params   rate  ratio  anchor  decay  rule\n"
-        "    default  269322  0.001      1  zero     0.01  adamw(beta1=0.9, beta2=0.999, eps=1e-08)\n"
-        "  optimizer  adamw\n");
+        "    group  params     rate  ratio  anchor  decay  rule\n"
+        "    head   269322  0.00012      1  zero     0.01  adamw(beta1=0.95, beta2=0.999, eps=1e-08)\n"
+        "  optimizer  adamw(beta1=0.95, beta2=0.999, eps=1e-08)\n"
+        "    scheduled value  lands in\n"
+        "    eta              head.eta\n"
+        "    beta1            head.beta1 in adamw(beta1=0.95, beta2=0.999, eps=1e-08)\n");
+}
+
+TEST_CASE("history(): the golden table of a short fashion_mlp run") {
+  fashion::FashionMLP<128> e;
+  e.valid = 200;
+  e.train_limit = 1000;
+  e.test_limit = 200;
+  e.batch_size = 50;
+  e.max_epochs = 2;
+  e.log_every_n_steps = 10;
+  e.ema = 0.9;
+  nitro::Nitro h(e, nitro::seed = 5, nitro::logger = nitro::no_loggers);
+  nitro::train_options o;
+  o.evaluate_after = {"test"};
+  h.train(o);
+  auto const& t = nitro::history(h);
+  CHECK(t.columns() == std::vector<std::string>{"loss", "eta", "beta1", "acc"});
+  CHECK(t.size() == 4 + 2 + 2 + 1);  // steps 10..40; valid_ema and valid after each epoch; test at the end
+  const std::string text = t.to_text(3);
+  MESSAGE(text);
+  CHECK(text ==
+        "step  epoch  split      loss       eta  beta1    acc\n"
+        "  10      1  train      2.22   0.00277  0.858\n"
+        "  20      1  train      1.44   0.00244  0.869\n"
+        "  20      1  valid_ema  1.49                   0.585\n"
+        "  20      1  valid       1.2                   0.615\n"
+        "  30      2  train       1.1  0.000849  0.922\n"
+        "  40      2  train       1.1   1.2e-08   0.95\n"
+        "  40      2  valid_ema  1.06                    0.68\n"
+        "  40      2  valid      1.07                   0.695\n"
+        "  40      2  test       1.02                   0.705\n");
+  // exported to CSV: the same rows, numbers exact
+  CHECK(nitro::run_history::from_csv(t.to_csv()).to_text(3) == text);
 }

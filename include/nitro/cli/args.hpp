@@ -49,7 +49,7 @@ inline std::vector<option_spec> const& all_options() {
       {"--jobs", "N", "run N points at once, each as its own process"},
       {"--emit", "slurm", "write a Slurm job-array script for the points instead of running them"},
       {"--split", "NAME", "the split to evaluate (default: test)"},
-      {"--weights", "final|best|PATH", "which weights: the run's final or best checkpoint, or a file"},
+      {"--weights", "latest|best|PATH", "which weights: the run's latest or best checkpoint (by its monitor), or a file"},
       {"--out", "PATH", "where to write the output file (-o)"},
       {"--interval", "SECONDS", "how often to look at the run (default: 1)"},
       {"--timeout", "SECONDS", "give up after this long (default: never)"},
@@ -99,11 +99,11 @@ inline std::vector<command_spec> const& commands() {
       {"ir", "", "show the compiled program: layers and shapes, kernels, groups, transferred batch fields", "", {}, 0, 0, true},
       {"bundle", "[RUN]", "write a tar of a run's manifest, binding report, metrics and chosen weights",
        "The tar holds <slug>/manifest.json, status.json, binding_report.txt, metrics.jsonl and weights.safetensors "
-       "(--weights final or best). Default output: <slug>.tar in the current folder.",
+       "(--weights latest or best, from the run's checkpoints/index.json). Default output: <slug>.tar in the current folder.",
        {"--run-dir", "--weights", "--out"}, 0, 1, true},
       {"eval", "RUN|CHECKPOINT", "evaluate a run's weights on a split",
-       "Rebuilds the run's program with its recorded selection, loads its weights (--weights final, best or a "
-       "file), and prints the split's metrics.",
+       "Rebuilds the run's program with its recorded selection, loads its weights (--weights latest, best or a "
+       "file; a checkpoint named as RUN is its own), and prints the split's metrics.",
        {"--run-dir", "--split", "--weights"}, 1, 1, false},
       {"new", "NAME", "write a new experiment source file from a template",
        "Writes NAME.cpp (or --out PATH): an experiment with knobs, variants, a sweep and main, ready to build. Change "

@@ -10,6 +10,7 @@
 #include "nitro/cli/table.hpp"
 #include "nitro/cli/tar.hpp"
 #include "nitro/core/error.hpp"
+#include "nitro/io/weights_ref.hpp"
 #include "nitro/knobs/catalog.hpp"
 #include "nitro/knobs/records.hpp"
 #include "nitro/knobs/selection.hpp"
@@ -150,11 +151,11 @@ inline std::string metrics_line_text(ordered_json const& j) {
   auto num = [](ordered_json const& v) { return v.is_number_integer() ? v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : metric_text(v.get<double>()); };
   std::string s;
   if (type == "metadata") return "watching " + j.value("slug", std::string("?")) + "  program " + j.value("program", std::string("?"));
-  if (type == "end") return "end: " + j.value("state", std::string("?")) + " at step " + (j.contains("step") ? j["step"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : "?");
-  if (type == "eval") s = "eval " + j.value("split", std::string("?"));
+  if (type == "end") return "end: " + j.value("status", std::string("?")) + " at step " + (j.contains("step") ? j["step"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : "?");
+  if (type == "metrics") s = j.value("split", std::string("?"));  // the trainer's lines: one per logged step or evaluation
   else s = type;
   for (auto const& [k, v] : j.items()) {
-    if (k == "type" || k == "split" || !v.is_number()) continue;
+    if (k == "type" || k == "split" || k == "wall_time" || !v.is_number()) continue;
     s += "  " + k + " " + num(v);
   }
   return s;
@@ -209,18 +210,23 @@ inline int watch(context& ctx, std::string const& dir, double interval, std::opt
 }
 
 // ---- bundle -----------------------------------------------------------------------------------------
-inline std::string weights_path_of(std::string const& run, std::string const& which) {
+// The checkpoint `which` names in a run: "latest" (also "final"), "best" (by the run's monitor, from
+// its checkpoints/index.json), or a file.
+inline resolved_checkpoint weights_of(std::string const& run, std::string const& which) {
   namespace fs = std::filesystem;
-  if (which == "final" || which == "best") {
-    std::string p = (fs::path(run) / "checkpoints" / (which + ".safetensors")).string();
-    if (!fs::exists(p))
-      throw error("E-REC-002", "the run " + run + " has no " + which + " checkpoint (" + p + ")",
-                  which == "best" ? "use --weights final (a run without a valid split keeps no best)"
-                                  : "the run did not finish; use --weights best, or rerun it");
-    return p;
-  }
-  if (!fs::exists(which)) throw error("E-REC-002", "no weights file " + which, "give final, best, or the path of a .safetensors file");
-  return which;
+  struct run_at {  // the run, named by its folder (the grammar's "another run")
+    fs::path dir;
+    fs::path const& run_directory() const noexcept { return dir; }
+  };
+  std::optional<weights_ref> ref;
+  if (which == "latest" || which == "final") ref = weights_ref(run_at{run} >> nitro::latest);
+  else if (which == "best") ref = weights_ref(run_at{run} >> nitro::best);
+  else if (fs::is_regular_file(which)) ref = weights_ref(fs::path(which));
+  else
+    throw error("E-REC-002", "--weights " + which + " names no checkpoint of the run " + run + " and no file",
+                "give latest, best, or the path of a .safetensors file");
+  auto r = resolve(*ref, {.runs_dir = fs::path(run).parent_path()});
+  return r.checkpoints.at(0);
 }
 
 inline int bundle(context& ctx, std::string const& run, std::string const& which, std::optional<std::string> const& out) {
@@ -237,7 +243,7 @@ inline int bundle(context& ctx, std::string const& run, std::string const& which
     t.add(slug + "/" + name, read_record_file(p));
     ++files;
   }
-  t.add(slug + "/weights.safetensors", read_record_file(weights_path_of(run, which)));
+  t.add(slug + "/weights.safetensors", read_record_file(weights_of(run, which).file.string()));
   ++files;
   const std::string path = out ? *out : slug + ".tar";
   t.write(path);

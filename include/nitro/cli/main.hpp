@@ -75,7 +75,7 @@ class app {
   }
 
   static int exit_code_of(std::string const& code) {
-    if (code.rfind("E-REC-", 0) == 0 || code == "E-CLI-004") return exit_records;
+    if (code.rfind("E-REC-", 0) == 0 || code.rfind("E-CKPT-", 0) == 0 || code == "E-CLI-004") return exit_records;
     if (code.rfind("E-KNOB-", 0) == 0 || code.rfind("E-CLI-", 0) == 0) return exit_usage;
     if (code.rfind("E-DATA-", 0) == 0) return exit_usage;
     return exit_failed;
@@ -150,7 +150,7 @@ class app {
     }
     if (cmd == "bundle") {
       const std::string dir = default_run_dir(a);
-      return bundle(ctx, run_ref(a, 0, dir), a.weights.value_or("final"), a.out);
+      return bundle(ctx, run_ref(a, 0, dir), a.weights.value_or("latest"), a.out);
     }
     if (cmd == "eval") return eval(ctx, a);
     if (cmd == "sweep") return sweep(ctx, a);
@@ -161,21 +161,21 @@ class app {
   static int eval(context& ctx, parsed_args const& a) {
     namespace fs = std::filesystem;
     const std::string ref = a.positional[0];
-    std::string run, weights;
+    std::string run;
+    resolved_checkpoint weights;
     if (fs::is_regular_file(ref)) {
       // a checkpoint file: its run is the folder above checkpoints/
-      weights = ref;
       fs::path p = fs::absolute(ref).parent_path();
       if (p.filename() == "checkpoints") p = p.parent_path();
       if (!fs::exists(p / "manifest.json"))
         throw error("E-REC-002", "no manifest.json beside the checkpoint " + ref + " (looked in " + p.string() + ")",
                     "evaluate a checkpoint inside its run folder, or name the run");
       run = p.string();
+      weights = a.weights ? weights_of(run, *a.weights) : resolved_checkpoint{ref, run, {}};
     } else {
       run = find_run(default_run_dir(a), ref);
-      weights = weights_path_of(run, a.weights.value_or("final"));
+      weights = weights_of(run, a.weights.value_or("latest"));
     }
-    if (a.weights && fs::is_regular_file(ref)) weights = weights_path_of(run, *a.weights);
     ordered_json m = read_json((fs::path(run) / "manifest.json").string());
     if (!m.contains("experiment") || m["experiment"] != cat().experiment)
       throw error("E-REC-002", "the run " + run + " was made by the experiment " + (m.contains("experiment") ? m["experiment"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : "?") +

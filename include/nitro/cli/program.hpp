@@ -1,22 +1,28 @@
 // nitro/cli/program.hpp — what the commands do with one compiled program (one instantiation E).
 //
-//   nitro::cli::program<FashionMLP<128>>::handle(cat, sel)   the handle, built after the selection
-//   ...::explain_text / ir_text / check / run / eval          the commands' work for this program
+//   nitro::cli::program<FashionMLP<128>>::handle(cat, sel, extras)   the handle, built after the selection
+//   ...::explain_text / ir_text / check / run / eval                  the commands' work for this program
 //
 // The selection is applied to a default-constructed experiment before the handle is built, so
 // build_data() and build_model() see the selected values. Run keywords that are knobs but not
-// fields reach the handle as keywords (nitro::seed = 3). `run` drives the handle's train_step()
-// and writes the run record (knobs/records.hpp); docs/cli-integration.md says how it moves onto the
-// trainer's own loop and loggers.
+// fields reach the handle as keywords (nitro::seed = 3); the overrides --steps, --eval-every and
+// --diagnostics as the run keywords max_steps, eval_every and diagnostics. Every command's handle
+// has the same type: the keywords the command line may give are always passed, as std::optional
+// (empty: not given) — one instantiation of the handle per program, whatever the command.
+// `run` is the handle's own train(): its loggers write metrics.jsonl, metrics.csv and TensorBoard
+// events into the run's record (knobs/records.hpp), a status logger keeps status.json, and its
+// checkpointer writes checkpoints/ with their index; `eval` and `bundle` read those checkpoints.
 #pragma once
 
 #include "nitro/bind/binding.hpp"
 #include "nitro/cli/args.hpp"
-#include "nitro/cli/detail/weights.hpp"
+#include "nitro/cli/status_logger.hpp"
 #include "nitro/cli/table.hpp"
 #include "nitro/core/reflect.hpp"
+#include "nitro/io/checkpoint.hpp"
 #include "nitro/io/dataset.hpp"
 #include "nitro/io/loader.hpp"
+#include "nitro/io/weights_ref.hpp"
 #include "nitro/knobs/catalog.hpp"
 #include "nitro/knobs/keyword_knobs.hpp"
 #include "nitro/knobs/records.hpp"
@@ -158,13 +164,97 @@ template <class T> std::string scalar_text(T const& v) {
 
 }  // namespace detail
 
+// What a command adds to the selection's keywords; every field empty or default unless `run` (or
+// `eval`) sets it. The handle's type does not depend on which are set.
+struct handle_extras {
+  std::optional<run_reference> run_ref;         // run: the record's folder and the metadata line
+  std::optional<weights_ref> weights;           // eval: the checkpoint to load
+  std::optional<checkpoint_policy> checkpointer;  // run: checkpoints/ (when the experiment gives none)
+  logger_set loggers = to_logger_set(default_loggers);
+};
+
+// The value of a keyword record as JSON: a number or a boolean when the text is one, else the text.
+inline ordered_json record_value_json(std::string const& text) {
+  if (text == "true") return true;
+  if (text == "false") return false;
+  if (!text.empty() && text.find_first_not_of("-0123456789") == std::string::npos && text != "-") {
+    try {
+      std::size_t used = 0;
+      long long v = std::stoll(text, &used);
+      if (used == text.size()) return v;
+    } catch (std::exception const&) {
+    }
+  }
+  if (!text.empty() && text.find_first_not_of("-+.0123456789e") == std::string::npos) {
+    try {
+      std::size_t used = 0;
+      double v = std::stod(text, &used);
+      if (used == text.size()) return v;
+    } catch (std::exception const&) {
+    }
+  }
+  return text;
+}
+
+// One line on what each run keyword is, for explain.
+inline std::string keyword_doc(std::string_view name) {
+  static const std::pair<std::string_view, std::string_view> docs[] = {
+      {"seed", "the run seed; every random stream folds it in"},
+      {"run_dir", "where runs are recorded"},
+      {"n_devs", "devices to train on"},
+      {"accum", "batches accumulated per optimizer step"},
+      {"max_epochs", "epochs to train"},
+      {"schedules", "schedule key -> factory of the horizon (an accessor, never a field)"},
+      {"gradient_clip_norm", "global gradient-norm clip (0: off)"},
+      {"check_divergence", "stop as diverged on a NaN, infinite or blown-up loss"},
+      {"autolog_schedules", "log every scheduled value"},
+      {"log_every_n_steps", "steps between train log lines"},
+      {"logger", "where the run's lines go"},
+      {"checkpointer", "when checkpoints are written, which are kept"},
+      {"early_stop", "evaluations without improvement before stopping"},
+      {"monitor", "the metric early stopping and the best checkpoint watch"},
+      {"eval_loss", "report the loss when evaluating"},
+      {"ema", "an exponential moving average of the weights"},
+      {"batch_size", "samples per batch"},
+      {"max_steps", "optimizer steps to train instead of max_epochs epochs (0: max_epochs decides)"},
+      {"eval_every", "steps between evaluations of valid besides each epoch's end (0: none)"},
+      {"diagnostics", "gradient and parameter norms in every train line"},
+      {"data", "the data set"},
+      {"weights", "weights to start from"},
+      {"resume", "a checkpoint to continue exactly"},
+      {"run_ref", "the run's record folder"},
+      {"w0", "the anchor of decay toward w0"},
+      {"restore_optimizer", "resume the optimizer's state too"},
+      {"restore_best", "the weights the run ends with"},
+      {"eval_weights", "the weights evaluate() uses"},
+      {"load_ema", "take the EMA a weights or resume file holds"},
+  };
+  for (auto const& [n, d] : docs)
+    if (n == name) return std::string(d);
+  return {};
+}
+
 template <class E>
 struct program {
   using experiment_type = E;
-  using keyword_tuple = decltype(selection_keywords<E>(std::declval<selection const&>()));
+  using selection_tuple = decltype(selection_keywords<E>(std::declval<selection const&>()));
+  // The keywords the command line itself gives (after the selection's): always the same types.
+  static auto extra_keywords(selection const& s, handle_extras x) {
+    auto common = std::tuple{kw::run_ref = std::move(x.run_ref), kw::weights = std::move(x.weights),
+                             kw::max_steps = s.request.steps, kw::eval_every = s.request.eval_every,
+                             kw::diagnostics = s.request.diagnostics ? std::optional<bool>(true) : std::optional<bool>{},
+                             kw::logger = std::move(x.loggers)};
+    if constexpr (experiment_gives_checkpointer()) return common;
+    else return std::tuple_cat(common, std::tuple{kw::checkpointer = std::move(x.checkpointer)});
+  }
+  // Does the experiment say how it checkpoints (an accessor or a field)? Then the command line does not.
+  static constexpr bool experiment_gives_checkpointer() {
+    return !std::is_same_v<std::remove_cvref_t<decltype(resolve_checkpointer(std::declval<E const&>()).value)>, framework_default>;
+  }
+  using extra_tuple = decltype(extra_keywords(std::declval<selection const&>(), std::declval<handle_extras>()));
   template <class T> struct handle_of;
   template <class... K> struct handle_of<std::tuple<K...>> { using type = Nitro<E, K...>; };
-  using handle_type = typename handle_of<keyword_tuple>::type;
+  using handle_type = typename handle_of<decltype(std::tuple_cat(std::declval<selection_tuple>(), std::declval<extra_tuple>()))>::type;
 
   // A default experiment holding the selected values.
   static E experiment(catalog const& c, selection const& s) {
@@ -174,41 +264,49 @@ struct program {
   }
 
   // The handle for the selection: the data and model are built here, after the selection.
-  static std::unique_ptr<handle_type> handle(catalog const& c, selection const& s) {
-    return std::apply([&](auto... kw) { return std::make_unique<handle_type>(experiment(c, s), kw...); }, selection_keywords<E>(s));
+  static std::unique_ptr<handle_type> handle(catalog const& c, selection const& s, handle_extras x = {}) {
+    return std::apply([&](auto... kw) { return std::make_unique<handle_type>(experiment(c, s), std::move(kw)...); },
+                      std::tuple_cat(selection_keywords<E>(s), extra_keywords(s, std::move(x))));
   }
 
   // ---- run keywords ---------------------------------------------------------------------------
+  // Every run keyword and construction fact as the handle resolves it (run_keywords::records()),
+  // with the overrides of the command line (source `override`) and, for knobs, the knob's source.
   struct keyword_row {
     std::string name;
-    knob_value value;
+    std::string value;
     std::string source;
     std::string doc;
     std::string note;
   };
   static std::vector<keyword_row> keyword_rows(E const& e, catalog const& c, selection const& s) {
+    auto records = std::apply([&](auto const&... kw) { return run_keywords<E, std::remove_cvref_t<decltype(kw)>...>(e, kw...).records(); },
+                              selection_keywords<E>(s));
     std::vector<keyword_row> rows;
-    for_each_keyword_knob([&](auto k, char const* name, char const* doc) {
-      using K = decltype(k);
-      const std::size_t i = c.knob_index(name);
-      if (i < c.knobs.size() && !c.knobs[i].is_field) {
-        rows.push_back({name, s.knobs[i].value, "keyword", doc, std::string("the knob ") + name + " (" + to_string(s.knobs[i].source) + ")"});
-      } else {
-        auto r = K::resolve(e);
-        rows.push_back({name, knob_value::of(static_cast<typename K::type>(r.value)), to_string(r.source), doc,
-                        i < c.knobs.size() ? std::string("the knob ") + name + " (" + to_string(s.knobs[i].source) + ")" : std::string()});
-      }
-    });
+    for (auto const& r : records) {
+      keyword_row row{r.name, r.value, to_string(r.source), keyword_doc(r.name), r.note};
+      if (r.name == "max_steps" && s.request.steps) row = {r.name, std::to_string(*s.request.steps), "override", row.doc, "--steps"};
+      if (r.name == "eval_every" && s.request.eval_every) row = {r.name, std::to_string(*s.request.eval_every), "override", row.doc, "--eval-every"};
+      if (r.name == "diagnostics" && s.request.diagnostics) row = {r.name, "true", "override", row.doc, "--diagnostics"};
+      const std::size_t i = c.knob_index(r.name);
+      if (i < c.knobs.size())
+        row.note += (row.note.empty() ? "" : "; ") + std::string("the knob ") + r.name + " (" + to_string(s.knobs[i].source) + ")";
+      rows.push_back(std::move(row));
+    }
     return rows;
   }
   static ordered_json keywords_json(std::vector<keyword_row> const& rows) {
     ordered_json j = ordered_json::object();
-    for (auto const& r : rows) j[r.name] = {{"value", r.value.json()}, {"source", r.source}};
+    for (auto const& r : rows) j[r.name] = {{"value", record_value_json(r.value)}, {"source", r.source}};
     return j;
   }
   static std::string run_dir_of(std::vector<keyword_row> const& rows) {
-    for (auto const& r : rows) if (r.name == "run_dir") return r.value.str();
+    for (auto const& r : rows) if (r.name == "run_dir") return r.value;
     return "runs";
+  }
+  static std::string keyword_value(std::vector<keyword_row> const& rows, std::string_view name) {
+    for (auto const& r : rows) if (r.name == name) return r.value;
+    return {};
   }
 
   // ---- explain ----------------------------------------------------------------------------------
@@ -224,7 +322,7 @@ struct program {
     o << t.str();
     o << "run keywords:\n";
     table k;
-    for (auto const& r : keyword_rows(e, c, s)) k.row({r.name, r.value.str(), r.source, r.doc + (r.note.empty() ? "" : "; " + r.note)});
+    for (auto const& r : keyword_rows(e, c, s)) k.row({r.name, r.value, r.source, r.doc + (r.note.empty() ? "" : "; " + r.note)});
     o << k.str();
     if (s.request.steps || s.request.eval_every || s.request.diagnostics) {
       o << "overrides:\n";
@@ -290,11 +388,25 @@ struct program {
       pt.row({std::string(li.keypath), "[" + dims + "]", std::to_string(li.numel), "offset " + std::to_string(li.offset)});
     }
     o << pt.str();
-    o << "groups:\n";
-    table gt;
-    gt.row({"default", std::to_string(store::leaves.size()) + " leaves", std::to_string(store::count) + " parameters",
-            std::to_string(store::size) + " floats with padding", std::to_string(store::size * 4) + " bytes"});
-    o << gt.str();
+    o << "groups (one flat span each; the rule as at step 1):\n";
+    {
+      // the optimizer program alone (no data, no weights): its groups, spans, ratios, anchors and rules
+      auto kws = selection_keywords<E>(s);
+      const auto kw = std::apply([&](auto const&... k) { return run_keywords<E, std::remove_cvref_t<decltype(k)>...>(e, k...); }, kws);
+      store weights(false);
+      auto sched = std::apply([&](auto const&... k) { return nitro::detail::resolve_schedule_map(e, k...); }, kws);
+      typename H::optimizer_type prog(e, weights, sched, {kw.gradient_clip_norm.value, kw.accum.value, 1});
+      table gt;
+      gt.row({"group", "leaves", "params", "floats", "ratio", "anchor", "decay", "rule"});
+      std::size_t gi = 0;
+      for (auto const& g : prog.group_infos()) {
+        gt.row({g.name, std::to_string(g.leaves), std::to_string(g.params), std::to_string(store::groups[gi].size), metric_text(g.ratio), g.anchor,
+                std::to_string(g.decayed_leaves) + "/" + std::to_string(g.leaves) + " leaves", g.rule});
+        ++gi;
+      }
+      o << gt.str();
+      o << "  one buffer of " << store::size << " floats (" << store::size * 4 << " bytes), leaves 64-byte aligned\n";
+    }
 
     o << "batch fields:\n";
     table bt;
@@ -325,8 +437,7 @@ struct program {
     using D = decltype(full);
     using Batch = typename D::batch_type;
     const auto rows = keyword_rows(e, c, s);
-    std::int64_t bs = 128;
-    for (auto const& r : rows) if (r.name == "batch_size") bs = r.value.template as<std::int64_t>();
+    const std::int64_t bs = std::stoll(keyword_value(rows, "batch_size"));
     D one;
     one.name = full.name;
     one.fingerprint = full.fingerprint;
@@ -380,15 +491,18 @@ struct program {
   }
 
   // ---- eval -------------------------------------------------------------------------------------
-  static int eval(context& ctx, catalog const& c, selection const& s, std::string const& weights_path, std::string const& split) {
-    auto h = handle(c, s);
-    auto f = cli::detail::read_weights_file(weights_path);
-    cli::detail::load_weights(f, "params.", h->params());
-    cli::detail::load_weights(f, "state.", h->state());
+  // `weights` names one file (resolved by the caller from the run's checkpoints); its step is shown.
+  static int eval(context& ctx, catalog const& c, selection const& s, resolved_checkpoint const& weights, std::string const& split) {
+    handle_extras x;
+    x.weights = weights_ref(weights.file);
+    x.loggers = to_logger_set(no_loggers);
+    auto h = handle(c, s, std::move(x));
     auto m = h->evaluate(split);
+    std::string step = "?";
+    if (!weights.entry.file.empty()) step = std::to_string(weights.entry.step);
+    else if (auto f = safetensors_file::read(weights.file); f.meta("step")) step = *f.meta("step");
+    ctx.out << "eval " << c.programs[s.program] << "  weights " << weights.file.string() << " (step " << step << ")\n";
     table t;
-    std::string step = f.metadata.count("step") ? f.metadata.at("step") : std::string("?");
-    ctx.out << "eval " << c.programs[s.program] << "  weights " << weights_path << " (step " << step << ")\n";
     for (auto const& [k, v] : m.scalars) t.row({split, k, metric_text(v)});
     ctx.out << t.str();
     return exit_ok;
@@ -399,9 +513,19 @@ struct program {
     return explain_text(c, s) + "\n" + ir_text(c, s);
   }
 
+  // The checkpoints the command line keeps when the experiment says nothing: every epoch (or every
+  // --eval-every steps) and the run's end; the latest and the best by the run's monitor (a run
+  // without a valid split records no metrics in its checkpoints, so none of them is best).
+  static checkpoint_policy run_checkpoints(selection const& s) {
+    checkpoint_policy p;
+    p.every = s.request.eval_every ? every_steps(*s.request.eval_every) : every_epochs(1);
+    p.keep_last = 1;
+    p.keep_best = 1;
+    return p;
+  }
+
   static run_result run(context& ctx, catalog const& c, selection const& s, run_options const& o) {
-    auto h = handle(c, s);
-    E const& e = h->experiment();
+    const E e = experiment(c, s);
     const auto rows = keyword_rows(e, c, s);
     run_result res;
 
@@ -412,207 +536,84 @@ struct program {
     ident.started = iso_time_now();
     ident.command = ctx.command_line;
     ident.run_keywords = keywords_json(rows);
-    ident.run_keywords["seed"] = {{"value", h->seed().value}, {"source", to_string(h->seed().source)}};
-    ident.run_keywords["max_epochs"] = {{"value", h->max_epochs().value}, {"source", to_string(h->max_epochs().source)}};
-    ident.run_keywords["batch_size"] = {{"value", h->batch_size().value}, {"source", to_string(h->batch_size().source)}};
-    ident.data["name"] = h->data().name;
-    ident.data["fingerprint"] = h->data().fingerprint;
-    ordered_json splits = ordered_json::object();
-    for (auto const& sp : h->data().splits) splits[sp.name()] = sp.size();
-    ident.data["splits"] = splits;
 
     const std::string run_dir = o.run_dir ? *o.run_dir : run_dir_of(rows);
     run_record rec = run_record::create(run_dir, ident.slug);
     res.dir = rec.dir();
     res.slug = ident.slug;
-    rec.write_manifest(manifest_json(c, s, ident));
-    rec.append_metrics(metrics_metadata_json(c, s, ident), true);
-    rec.write_text("binding_report.txt", binding_report(c, s));
-    std::filesystem::create_directories(rec.path("checkpoints"));
 
-    using H = handle_type;
-    using Batch = typename H::batch_type;
-    auto const& train = h->data().split("train");
-    const std::int64_t bs = h->batch_size().value;
-    data::loader<Batch> ld(train, {bs, true, true, 2, fold(h->seed().value, 2)});
-    const std::int64_t bpe = ld.batches_per_epoch();
-    if (bpe == 0)
-      throw error("E-DATA-008", "the train split has " + std::to_string(train.size()) + " samples, fewer than one batch of " + std::to_string(bs),
-                  "use a smaller batch_size or more data");
-    const std::int64_t horizon = s.request.steps ? *s.request.steps : bpe * h->max_epochs().value;
-    std::int64_t log_every = 50;
-    for (auto const& r : rows) if (r.name == "log_every_n_steps") log_every = std::max<std::int64_t>(1, r.value.template as<std::int64_t>());
-    const std::int64_t eval_every = s.request.eval_every.value_or(0);
-    const bool has_valid = h->data().has("valid");
-
+    // status.json: kept by a logger the run's loggers include
     status_record st;
     st.slug = ident.slug;
     st.selection = selection_json(c, s);
-    st.horizon_steps = horizon;
-    st.horizon_epochs = static_cast<int>((horizon + bpe - 1) / bpe);
     st.started = ident.started;
-    st.best_metric = "valid/loss";
-    rec.write_status(st.json());
+    {
+      const monitor_spec m = resolve_monitor(e).value;
+      st.best_metric = m.split() + "/" + m.name();
+      st.best_minimize = !m.maximize();
+    }
+    auto status = std::make_shared<status_logger>(rec, st);
 
+    handle_extras x;
+    x.run_ref = run_reference{rec.dir(), metrics_metadata_json(c, s, ident).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
+    x.loggers = to_logger_set(resolve_logger(e).value);
+    x.loggers.add(std::shared_ptr<run_logger>(status));
+    std::unique_ptr<handle_type> h;
+    try {
+      x.checkpointer = run_checkpoints(s);
+      h = handle(c, s, std::move(x));
+    } catch (std::exception const& err) {
+      rec.write_manifest(manifest_json(c, s, ident));
+      status->fail(err.what());
+      throw;
+    }
+    ident.data["name"] = h->data().name;
+    ident.data["fingerprint"] = h->data().fingerprint;
+    ordered_json splits = ordered_json::object();
+    for (auto const& sp : h->data().splits) splits[sp.name()] = sp.size();
+    ident.data["splits"] = splits;
+    rec.write_manifest(manifest_json(c, s, ident));
+    rec.write_text("binding_report.txt", show_text(h->description()) + "\n" + binding_report(c, s));
+
+    const std::int64_t per_epoch = h->data().split("train").size() / h->batch_size().value / h->accum().value;
+    const std::int64_t horizon = h->horizon();
+    const std::int64_t epochs = per_epoch > 0 ? (horizon + per_epoch - 1) / per_epoch : 0;
     if (!o.quiet) {
-      ctx.out << "run " << ident.slug << "\n  program " << ident.program << "  seed " << h->seed().value << "  " << horizon << " steps ("
-              << st.horizon_epochs << (st.horizon_epochs == 1 ? " epoch" : " epochs") << " of " << bpe << " batches)\n  record  " << rec.dir()
-              << "\n";
+      ctx.out << "run " << ident.slug << "\n  program " << ident.program << "  seed " << h->seed().value << "  " << horizon << " steps (" << epochs
+              << (epochs == 1 ? " epoch" : " epochs") << " of " << per_epoch << " steps)\n  record  " << rec.dir() << "\n";
       ctx.out.flush();
     }
 
-    std::int64_t step = 0;
-    int epoch = 0;
-    std::string state = "finished";
-    std::int64_t last_eval_step = -1;
-    auto write_checkpoint = [&](std::string const& name, std::map<std::string, double> const& metrics) {
-      std::map<std::string, std::string> meta;
-      meta["step"] = std::to_string(step);
-      meta["epoch"] = std::to_string(epoch);
-      meta["program"] = ident.program;
-      meta["slug"] = ident.slug;
-      meta["selection"] = s.request.json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-      ordered_json mj = ordered_json::object();
-      for (auto const& [k, v] : metrics) mj[k] = v;
-      meta["metrics"] = mj.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-      cli::detail::write_weights(rec.path("checkpoints/" + name + ".safetensors"), h->params(), h->state(), meta);
-    };
-    ordered_json index = ordered_json::object();
-    auto note_checkpoint = [&](std::string const& name, std::map<std::string, double> const& metrics) {
-      ordered_json mj = ordered_json::object();
-      for (auto const& [k, v] : metrics) mj[k] = v;
-      index[name] = {{"file", name + ".safetensors"}, {"step", step}, {"epoch", epoch}, {"metrics", mj}};
-      rec.write_text("checkpoints/index.json", index.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
-    };
-    auto evaluate = [&](std::string const& split, bool final_) {
-      auto m = h->evaluate(split);
-      ordered_json line;
-      line["type"] = "eval";
-      line["split"] = split;
-      line["step"] = step;
-      line["epoch"] = epoch;
-      if (final_) line["final"] = true;
-      std::map<std::string, double> flat;
-      for (auto const& [k, v] : m.scalars) {
-        line[k] = v;
-        st.last[split + "/" + k] = v;
-        flat[split + "/" + k] = v;
-      }
-      rec.append_metrics(line);
-      if (split == "valid") {
-        last_eval_step = step;
-        if (m.has("loss") && (!st.best_value || m.scalars.at("loss") < *st.best_value)) {
-          st.best_value = m.scalars.at("loss");
-          st.best_step = step;
-          write_checkpoint("best", flat);
-          note_checkpoint("best", flat);
-        }
-      }
-      return m;
-    };
-
+    train_options topt;
+    topt.console = !o.quiet;
+    topt.stop = &detail::stop_requested;
+    if (h->data().has("test")) topt.evaluate_after = {"test"};
     try {
       detail::stop_signals signals;
-      double log_loss = 0;
-      std::int64_t log_n = 0;
-      while (step < horizon && !detail::stop_requested) {
-        ld.start_epoch(static_cast<std::uint64_t>(epoch));
-        const auto t0 = std::chrono::steady_clock::now();
-        double epoch_loss = 0;
-        std::int64_t epoch_batches = 0, samples = 0;
-        while (step < horizon && !detail::stop_requested) {
-          auto b = ld.next();
-          if (!b) break;
-          const double loss = h->train_step(*b);
-          ++step;
-          ++epoch_batches;
-          samples += nitro::detail::batch_samples(*b);
-          epoch_loss += loss;
-          log_loss += loss;
-          ++log_n;
-          if (step % log_every == 0 || step == horizon) {
-            ordered_json line;
-            line["type"] = "train";
-            line["step"] = step;
-            line["epoch"] = epoch + 1;
-            line["loss"] = log_loss / double(log_n);
-            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            line["samples_per_second"] = secs > 0 ? double(samples) / secs : 0.0;
-            line["lr"] = h->learning_rate();
-            if (s.request.diagnostics) {
-              auto& store = h->param_buffer();
-              double g = 0, p = 0;
-              for (std::int64_t i = 0; i < H::param_store_type::size; ++i) {
-                g += double(store.grads()[i]) * double(store.grads()[i]);
-                p += double(store.values()[i]) * double(store.values()[i]);
-              }
-              line["grad_norm"] = std::sqrt(g);
-              line["param_norm"] = std::sqrt(p);
-            }
-            rec.append_metrics(line);
-            st.last["train/loss"] = log_loss / double(log_n);
-            st.step = step;
-            st.epoch = epoch;
-            rec.write_status(st.json());
-            log_loss = 0;
-            log_n = 0;
-          }
-          if (eval_every > 0 && step % eval_every == 0 && has_valid) {
-            evaluate("valid", false);
-            st.step = step;
-            rec.write_status(st.json());
-          }
-        }
-        const bool full_epoch = epoch_batches == bpe;
-        if (!full_epoch) break;
-        ++epoch;
-        st.epoch = epoch;
-        st.step = step;
-        std::string valid_text;
-        if (has_valid && last_eval_step != step) {
-          auto m = evaluate("valid", false);
-          for (auto const& [k, v] : m.scalars) valid_text += "  valid " + k + " " + metric_text(v);
-        }
-        rec.write_status(st.json());
-        if (!o.quiet) {
-          const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          char buf[64];
-          std::snprintf(buf, sizeof buf, "  %.0f samples/s", secs > 0 ? double(samples) / secs : 0.0);
-          ctx.out << "epoch " << epoch << "/" << st.horizon_epochs << "  step " << step << "  train loss "
-                  << metric_text(epoch_batches ? epoch_loss / double(epoch_batches) : 0.0) << valid_text << buf << "\n";
-          ctx.out.flush();
-        }
-      }
-      if (detail::stop_requested) state = "stopped";
-      // the final evaluation
-      if (has_valid && last_eval_step != step) evaluate("valid", true);
-      if (h->data().has("test")) evaluate("test", true);
-      std::map<std::string, double> flat(st.last.begin(), st.last.end());
-      write_checkpoint("final", flat);
-      note_checkpoint("final", flat);
-    } catch (nitro::error const& x) {
-      state = x.code() == "E-TRAIN-001" ? "diverged" : "failed";
-      st.error = x.what();
-    } catch (std::exception const& x) {
-      state = "failed";
-      st.error = x.what();
+      h->train(topt);
+    } catch (std::exception const& err) {
+      if (!status->ended()) status->fail(err.what());
     }
-    st.state = state;
-    st.step = step;
-    st.epoch = epoch;
-    st.finished = iso_time_now();
-    rec.append_metrics({{"type", "end"}, {"state", state}, {"step", step}, {"epoch", epoch}}, true);
-    rec.write_status(st.json());
+    if (!status->ended()) status->fail("the run ended without its trainer saying how");
+    status_record const& end = status->record();
 
-    res.state = state;
-    res.metrics = st.last;
-    res.exit_code = state == "finished" ? exit_ok : exit_failed;
-    if (!o.quiet || state != "finished") {
-      std::string line = state + ": " + rec.dir();
-      for (auto const& [k, v] : st.last)
+    res.state = end.state;
+    res.metrics = end.last;
+    res.exit_code = end.state == "finished" ? exit_ok : exit_failed;
+    if (!o.quiet || end.state != "finished") {
+      std::string line = end.state + ": " + rec.dir();
+      for (auto const& [k, v] : end.last)
         if (k.rfind("train/", 0) != 0) line += "  " + k + " " + metric_text(v);
       ctx.out << line << "\n";
-      if (!st.error.empty()) ctx.err << st.error << "\n";
+      if (!end.error.empty()) ctx.err << end.error << "\n";
+      else if (!end.reason.empty() && end.state != "finished") ctx.err << end.reason << "\n";
+      // the splits evaluated when training ended, last: the run's result (`./nitro.sh train` ends on it)
+      for (auto const& split : topt.evaluate_after) {
+        std::string r;
+        for (auto const& [k, v] : end.last)
+          if (k.rfind(split + "/", 0) == 0) r += "  " + k.substr(split.size() + 1) + " " + metric_text(v);
+        if (!r.empty()) ctx.out << split << r << "\n";
+      }
     }
     return res;
   }

@@ -28,6 +28,7 @@
 #include "nitro/core/error.hpp"
 #include "nitro/io/atomic_file.hpp"
 #include "nitro/io/safetensors.hpp"
+#include "nitro/train/early_stop.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -295,8 +296,7 @@ inline resume_point resume_point_of(checkpoint_info const& info, std::uint64_t s
 }
 
 // ---- the policy ----------------------------------------------------------------------------------
-enum class monitor_mode { min, max };
-constexpr char const* to_string(monitor_mode m) noexcept { return m == monitor_mode::min ? "min" : "max"; }
+// monitor_mode (min, max) is the early stopper's type too (train/early_stop.hpp).
 
 struct checkpoint_interval {
   std::int64_t n = 1;
@@ -311,6 +311,16 @@ struct checkpoint_policy {
   std::int64_t keep_best = 0;   // Best(k): the k best by the monitor (-1: every one)
   std::string monitor;          // the metric Best ranks by ("valid.loss"); required when keep_best != 0
   monitor_mode mode = monitor_mode::min;
+
+  // For show, explain and the manifest: "every 1 epochs, keep last 1, best 1 by valid.loss (min)".
+  std::string describe() const {
+    std::string s = "every " + std::to_string(every.n) + (every.epochs ? " epochs" : " steps") + ", keep last " +
+                    (keep_last < 0 ? std::string("all") : std::to_string(keep_last));
+    if (keep_best != 0)
+      s += ", best " + (keep_best < 0 ? std::string("all") : std::to_string(keep_best)) + " by " +
+           (monitor.empty() ? std::string("the run's monitor") : monitor) + " (" + to_string(mode) + ")";
+    return s;
+  }
 
   void validate() const {
     if (every.n < 1)

@@ -12,6 +12,7 @@
 #include "nitro/core/rng.hpp"
 #include "nitro/io/dataset.hpp"
 #include "nitro/io/idx.hpp"
+#include "nitro/train/cache_stats.hpp"
 
 #include <boost/hana/define_struct.hpp>
 
@@ -95,8 +96,13 @@ inline dataset<image_batch> fashion_mnist(fashion_mnist_options opt = {}) {
   static std::mutex mutex;
   static std::map<std::string, dataset<image_batch>> cache;
   opt.dir = fashion_mnist_dir(opt.dir);
+  static cache_counter& counter = runtime_cache("data.fashion_mnist");  // cache_stats(): hits and misses
   std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = cache.find(opt.key()); it != cache.end()) return it->second;
+  if (auto it = cache.find(opt.key()); it != cache.end()) {
+    counter.hit();
+    return it->second;
+  }
+  counter.miss();
 
   if (opt.valid < 0 || opt.valid >= 60000)
     throw error("E-DATA-005", "fashion_mnist: valid = " + std::to_string(opt.valid) + " leaves no training images", "hold out between 0 and 59999 images");

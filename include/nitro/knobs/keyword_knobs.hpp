@@ -15,11 +15,6 @@
 
 namespace nitro {
 
-namespace detail {
-template <class K> struct keyword_value_type;
-template <fixed_string N, class T> struct keyword_value_type<keyword<N, T>> { using type = T; };
-}  // namespace detail
-
 // keyword_knob<Name>: known = false for a name that is no typed run keyword.
 template <fixed_string Name>
 struct keyword_knob {
@@ -30,7 +25,7 @@ struct keyword_knob {
   template <>                                                                                                 \
   struct keyword_knob<#KW> {                                                                                  \
     static constexpr bool known = true;                                                                       \
-    using type = typename detail::keyword_value_type<std::remove_cvref_t<decltype(kw::KW)>>::type;            \
+    using type = typename std::remove_cvref_t<decltype(kw::KW)>::value_type;                                  \
     template <class E>                                                                                        \
     static auto resolve(E const& e) { return ::nitro::resolve_##KW(e); }                                       \
     static auto make(type v) { return kw::KW = v; }                                                           \

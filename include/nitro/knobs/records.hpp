@@ -195,6 +195,7 @@ struct status_record {
   bool best_minimize = true;
   std::int64_t best_step = 0;
   std::string started, finished, error;
+  std::string reason;  // why a run stopped or diverged (early stop, a stop asked, the loss)
 
   ordered_json json() const {
     ordered_json j;
@@ -216,6 +217,7 @@ struct status_record {
     j["started"] = started;
     if (!finished.empty()) j["finished"] = finished;
     if (!error.empty()) j["error"] = error;
+    if (!reason.empty()) j["reason"] = reason;
     return j;
   }
 };

@@ -758,6 +758,12 @@ class program {
     [&]<std::size_t... K>(std::index_sequence<K...>) { (landings_of<K>(out), ...); }(std::make_index_sequence<key_count>{});
     return out;
   }
+  // The schedule keys as written, and each one's value for the current step (what begin_step
+  // wrote): the values autolog_schedules logs. No allocation.
+  static constexpr std::size_t schedule_count = key_count;
+  static constexpr std::string_view schedule_key(std::size_t k) noexcept { return k < key_count ? keys::names[k] : std::string_view{}; }
+  double schedule_value(std::size_t k) const noexcept { return k < key_count ? m_values[k] : 0.0; }
+
   // One line naming the rules: "adamw(...)" when every group runs the same, else "encoder: ...; head: ...".
   std::string rule_summary() const {
     auto infos = group_infos();

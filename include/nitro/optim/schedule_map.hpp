@@ -21,6 +21,7 @@
 #include "nitro/optim/schedule.hpp"
 
 #include <cstddef>      // size_t
+#include <string>       // describe()
 #include <tuple>        // the entries
 #include <type_traits>  // traits
 #include <utility>      // forward
@@ -87,6 +88,13 @@ struct schedule_map {
   std::tuple<Entries...> entries;
 
   constexpr schedule_map(Entries... e) : entries(std::move(e)...) {}  // NOLINT: nitro::schedule_map{entries...}
+
+  // The keys, for show and the run's records: "eta, beta1" (the curves are the optimizer's rows).
+  std::string describe() const {
+    std::string s;
+    ((s += (s.empty() ? "" : ", ") + std::string(Entries::key.view())), ...);
+    return s.empty() ? std::string("none") : s;
+  }
 };
 template <class... Entries>
 schedule_map(Entries...) -> schedule_map<Entries...>;

@@ -24,10 +24,15 @@
 
 namespace nitro {
 
+// Whether smaller or larger is better: the early stopper's and the checkpointer's one type
+// (monitor_spec::direction, checkpoint_policy::mode).
+enum class monitor_mode { min, max };
+constexpr char const* to_string(monitor_mode m) noexcept { return m == monitor_mode::min ? "min" : "max"; }
+
 // What to watch: "split.name" ("acc" alone means "valid.acc" — the checkpointer's spelling too),
 // and whether smaller or larger is better.
 struct monitor_spec {
-  enum class direction { min, max };
+  using direction = monitor_mode;
 
   std::string metric = "valid.loss";
   direction mode = direction::min;

@@ -34,27 +34,37 @@ class run_history {
     std::int64_t step = 0;
     int epoch = 0;
     std::string split;
-    std::vector<double> values;  // by column; NaN where the row has no value (may be shorter than columns())
-    std::vector<bool> present;   // by column: did the row report it (a reported NaN is present)
-
-    bool has(std::size_t column) const noexcept { return column < present.size() && present[column]; }
+    std::size_t first = 0;  // the row's cells: [first, first + width) of the table's flat cell buffer
+    std::size_t width = 0;  // the columns that existed when the row was added (later ones are absent)
   };
 
   // A row of named scalars (a logged step: loss, scheduled values, ...).
   void add(std::int64_t step, int epoch, std::string_view split, scalars values) {
-    row& r = new_row(step, epoch, split);
+    for (auto const& s : values) column_index(s.name);
+    const std::size_t r = new_row(step, epoch, split);
     for (auto const& s : values) set(r, column_index(s.name), s.value);
   }
   // A row of an evaluation's scalar metrics (tensors stay out of the table).
   void add(std::int64_t step, int epoch, std::string_view split, metric_values const& m) {
-    row& r = new_row(step, epoch, split);
+    for (auto const& [name, v] : m.scalars) column_index(name);
+    const std::size_t r = new_row(step, epoch, split);
     for (auto const& [name, v] : m.scalars) set(r, column_index(name), v);
+  }
+
+  // Room for `rows` more rows of `width` columns: adding them then allocates nothing (a logged
+  // training step must not). Rows are stored flat, so this is three reservations.
+  void reserve(std::size_t rows, std::size_t width) {
+    m_rows.reserve(m_rows.size() + rows);
+    m_cells.reserve(m_cells.size() + rows * width);
+    m_present.reserve(m_present.size() + rows * width);
   }
 
   std::vector<std::string> const& columns() const noexcept { return m_columns; }
   std::vector<row> const& rows() const noexcept { return m_rows; }
   std::size_t size() const noexcept { return m_rows.size(); }
   bool empty() const noexcept { return m_rows.empty(); }
+  // Did row i report `column` (a reported NaN is reported)?
+  bool has(std::size_t i, std::size_t column) const noexcept { return has(m_rows[i], column); }
 
   // The value of `column` in row i, NaN when absent.
   double value(std::size_t i, std::string_view column) const {
@@ -70,7 +80,7 @@ class run_history {
       if (m_columns[k] == column) c = k;
     if (c == m_columns.size()) return out;
     for (auto const& r : m_rows) {
-      if (r.split == split && r.has(c)) out.emplace_back(r.step, get(r, c));
+      if (r.split == split && has(r, c)) out.emplace_back(r.step, get(r, c));
     }
     return out;
   }
@@ -84,7 +94,7 @@ class run_history {
     for (auto const& r : m_rows) {
       std::vector<std::string> line = {std::to_string(r.step), std::to_string(r.epoch), r.split};
       for (std::size_t c = 0; c < m_columns.size(); ++c) {
-        if (!r.has(c)) { line.emplace_back(); continue; }
+        if (!has(r, c)) { line.emplace_back(); continue; }
         char buf[48];
         std::snprintf(buf, sizeof buf, "%.*g", precision, get(r, c));
         line.emplace_back(buf);
@@ -129,14 +139,19 @@ class run_history {
     detail::append_csv_field(s, r.split);
     for (std::size_t c = 0; c < m_columns.size(); ++c) {
       s += ',';
-      if (r.has(c)) detail::append_number(s, get(r, c));
+      if (has(r, c)) detail::append_number(s, get(r, c));
     }
     s += '\n';
   }
   // Written atomically: a reader sees the old file or the whole new one.
   void write_csv(std::filesystem::path const& path) const { detail::replace_file_atomically(path, to_csv(), "history CSV"); }
 
-  void clear() noexcept { m_rows.clear(); m_columns.clear(); }
+  void clear() noexcept {
+    m_rows.clear();
+    m_columns.clear();
+    m_cells.clear();
+    m_present.clear();
+  }
 
   // Reads back what to_csv wrote (a resumed run's CSV); E-LOG-006 when it is not such a table.
   static run_history from_csv(std::string_view text, std::string const& source = "CSV") {
@@ -154,32 +169,33 @@ class run_history {
         throw error("E-LOG-006", "'" + source + "' line " + std::to_string(i + 1) + " has " + std::to_string(f.size()) + " fields, the header " +
                                      std::to_string(head.size()),
                     "move the damaged file away; the run writes a new one");
-      row& r = h.new_row(to_int(f[0], source), static_cast<int>(to_int(f[1], source)), f[2]);
+      const std::size_t r = h.new_row(to_int(f[0], source), static_cast<int>(to_int(f[1], source)), f[2]);
       for (std::size_t c = 3; c < f.size(); ++c)
-        if (!f[c].empty()) set(r, c - 3, to_double(f[c], source));
+        if (!f[c].empty()) h.set(r, c - 3, to_double(f[c], source));
     }
     return h;
   }
 
  private:
-  row& new_row(std::int64_t step, int epoch, std::string_view split) {
-    m_rows.push_back({step, epoch, std::string(split), {}, {}});
-    return m_rows.back();
+  // A row as wide as the table is now, every cell absent.
+  std::size_t new_row(std::int64_t step, int epoch, std::string_view split) {
+    const std::size_t width = m_columns.size();
+    m_rows.push_back({step, epoch, std::string(split), m_cells.size(), width});
+    m_cells.resize(m_cells.size() + width, std::numeric_limits<double>::quiet_NaN());
+    m_present.resize(m_present.size() + width, 0);
+    return m_rows.size() - 1;
   }
   std::size_t column_index(std::string_view name) {
-    detail::check_metric_name(name, {"step", "epoch", "split"}, "history table");
     for (std::size_t c = 0; c < m_columns.size(); ++c)
       if (m_columns[c] == name) return c;
+    detail::check_metric_name(name, {"step", "epoch", "split"}, "history table");
     m_columns.emplace_back(name);
     return m_columns.size() - 1;
   }
-  static void set(row& r, std::size_t c, double v) {
-    if (r.values.size() <= c) {
-      r.values.resize(c + 1, std::numeric_limits<double>::quiet_NaN());
-      r.present.resize(c + 1, false);
-    }
-    r.values[c] = v;
-    r.present[c] = true;
+  void set(std::size_t i, std::size_t c, double v) {
+    row const& r = m_rows[i];  // c < r.width: the row's columns were made before the row
+    m_cells[r.first + c] = v;
+    m_present[r.first + c] = 1;
   }
   static std::vector<std::vector<std::string>> parse_csv(std::string_view t, std::string const& source) {
     std::vector<std::vector<std::string>> out;
@@ -232,11 +248,14 @@ class run_history {
     return v;
   }
 
-  static double get(row const& r, std::size_t c) noexcept {
-    return c < r.values.size() ? r.values[c] : std::numeric_limits<double>::quiet_NaN();
+  bool has(row const& r, std::size_t c) const noexcept { return c < r.width && m_present[r.first + c] != 0; }
+  double get(row const& r, std::size_t c) const noexcept {
+    return c < r.width ? m_cells[r.first + c] : std::numeric_limits<double>::quiet_NaN();
   }
   std::vector<std::string> m_columns;
   std::vector<row> m_rows;
+  std::vector<double> m_cells;            // every row's cells, one after another
+  std::vector<unsigned char> m_present;   // beside each cell: was it reported
 };
 
 // history(h): the handle's run as a table (handles provide history()).

@@ -41,6 +41,7 @@
 #include <concepts>     // convertible_to
 #include <cstdint>      // uint64_t
 #include <cstdio>       // snprintf
+#include <optional>     // keywords given or not at run time
 #include <string>       // run_dir, texts
 #include <string_view>  // names
 #include <type_traits>  // detection
@@ -123,7 +124,8 @@ struct unknown_run_keyword {
   static_assert(always_false<Keyword>,
                 "E-KW-003: this keyword is not one of the run keywords or construction facts (seed, run_dir, n_devs, "
                 "accum, max_epochs, schedules, gradient_clip_norm, check_divergence, autolog_schedules, "
-                "log_every_n_steps, logger, checkpointer, early_stop, monitor, eval_loss, ema, batch_size; data, "
+                "log_every_n_steps, logger, checkpointer, early_stop, monitor, eval_loss, ema, batch_size, max_steps, "
+                "eval_every, diagnostics; data, "
                 "weights, resume, run_ref, w0, restore_optimizer, restore_best, eval_weights, load_ema). "
                 "Fix: spell one of them.");
   static constexpr bool ok = false;
@@ -155,6 +157,10 @@ namespace detail {
 
 template <class T, class... Depends> struct dependent_type { using type = T; };
 
+template <class T> struct is_optional : std::false_type {};
+template <class T> struct is_optional<std::optional<T>> : std::true_type {};
+template <class T> inline constexpr bool is_optional_v = is_optional<T>::value;
+
 template <class T, class V>
 inline constexpr bool keyword_converts = std::is_convertible_v<V, T> || requires(V&& v) { T{static_cast<V&&>(v)}; };
 
@@ -171,12 +177,24 @@ T keyword_convert(V&& v) {
 template <fixed_string Name, class T = void>
 struct keyword {
   static constexpr auto name = Name;
+  using value_type = T;  // void: a generic keyword (the value keeps its own type)
   template <class V>
   constexpr auto operator=(V&& v) const {  // NOLINT: assignment syntax is the point
     using D = std::decay_t<V>;
     if constexpr (std::is_void_v<T>) {
       if constexpr (!keyword_accepts<Name>::template test<D>) (void)keyword_value_has_wrong_type<keyword, D>::ok;
       return keyword_arg<Name, D>{static_cast<V&&>(v)};
+    } else if constexpr (detail::is_optional_v<D>) {
+      // an optional value: empty means "not given" (the accessor, field or default decide)
+      using U = typename D::value_type;
+      if constexpr (!detail::keyword_converts<T, U const&>) {
+        (void)keyword_value_has_wrong_type<keyword, D>::ok;
+        return keyword_arg<Name, std::optional<T>>{};
+      } else {
+        std::optional<T> out;
+        if (v) out = detail::keyword_convert<T>(*v);
+        return keyword_arg<Name, std::optional<T>>{out};
+      }
     } else {
       if constexpr (!detail::keyword_converts<T, V&&>) {
         (void)keyword_value_has_wrong_type<keyword, D>::ok;
@@ -230,7 +248,9 @@ struct keyword_record {
 // A value as text: numbers, strings, anything with describe() or to_string(), data sets by name.
 template <class V>
 std::string keyword_text(V const& v) {
-  if constexpr (std::is_same_v<V, bool>) {
+  if constexpr (detail::is_optional_v<V>) {
+    return v ? keyword_text(*v) : std::string("none");
+  } else if constexpr (std::is_same_v<V, bool>) {
     return v ? "true" : "false";
   } else if constexpr (std::is_integral_v<V>) {
     return std::to_string(v);
@@ -276,7 +296,10 @@ auto resolve_run_keyword(E const& e, MakeDefault make_default, Args const&... ar
     auto const& v = get_keyword<Name>(args...);
     using V = std::remove_cvref_t<decltype(v)>;
     if constexpr (generic) return resolved<V>{v, keyword_source::keyword};
-    else return resolved<T>{static_cast<T>(v), keyword_source::keyword};
+    else if constexpr (is_optional_v<V>) {  // given at run time, or not: then the accessor, field, default
+      if (v) return resolved<T>{static_cast<T>(*v), keyword_source::keyword};
+      return resolve_run_keyword<Name, T, Reads, Probe>(e, make_default);
+    } else return resolved<T>{static_cast<T>(v), keyword_source::keyword};
   } else if constexpr (Probe::template has_accessor<E>()) {
     using R = std::decay_t<decltype(Probe::accessor(e))>;
     if constexpr (generic) {
@@ -321,7 +344,11 @@ auto resolve_fact(MakeDefault make_default, Args const&... args) {
   if constexpr (has_keyword<Name, Args...>()) {
     auto const& v = get_keyword<Name>(args...);
     using V = std::remove_cvref_t<decltype(v)>;
-    return resolved<V>{v, keyword_source::keyword};
+    if constexpr (std::is_void_v<T> && is_optional_v<V>)  // an empty optional: not given
+      return resolved<V>{v, v ? keyword_source::keyword : keyword_source::fallback};
+    else if constexpr (!std::is_void_v<T> && is_optional_v<V>)
+      return resolved<T>{v ? static_cast<T>(*v) : static_cast<T>(make_default()), v ? keyword_source::keyword : keyword_source::fallback};
+    else return resolved<V>{v, keyword_source::keyword};
   } else if constexpr (std::is_void_v<T>) {
     return resolved<std::decay_t<decltype(make_default())>>{make_default(), keyword_source::fallback};
   } else {
@@ -347,8 +374,8 @@ auto resolve_fact(MakeDefault make_default, Args const&... args) {
       else return false;                                                                                  \
     }                                                                                                     \
     template <class E> static constexpr bool has_field() {                                                \
-      if constexpr (has_member<E>() && !has_accessor<E>())                                                \
-        return ::std::is_member_object_pointer_v<decltype(&E::KW_NAME)>;                                  \
+      if constexpr (has_member<E>() && !has_accessor<E>()) /* a constrained accessor that does not apply: no field */ \
+        return requires { requires ::std::is_member_object_pointer_v<decltype(&E::KW_NAME)>; };           \
       else return false;                                                                                  \
     }                                                                                                     \
     template <class E> static decltype(auto) accessor(E const& e) { return e.KW_NAME(); }                 \
@@ -406,8 +433,12 @@ NITRO_DETAIL_RUN_KEYWORD(early_stop, early_stopping, )       // = 5, or early_st
 NITRO_DETAIL_RUN_KEYWORD(monitor, monitor_spec, )            // = "valid.acc", or nitro::maximize("valid.acc")
 NITRO_DETAIL_RUN_KEYWORD(ema, ema_options, )                 // = 0.999, or ema_options{.decay, .warmup, ...}
 
-// Not a run keyword of the note, but resolved the same way: the batch size.
+// Not run keywords of the note, but resolved the same way: the batch size, and three the command
+// line's overrides (--steps, --eval-every, --diagnostics) reach the handle through.
 NITRO_DETAIL_RUN_KEYWORD(batch_size, std::int64_t, 128)
+NITRO_DETAIL_RUN_KEYWORD(max_steps, std::int64_t, 0)       // > 0: train this many optimizer steps instead of max_epochs epochs
+NITRO_DETAIL_RUN_KEYWORD(eval_every, std::int64_t, 0)      // > 0: also evaluate valid every this many steps
+NITRO_DETAIL_RUN_KEYWORD(diagnostics, bool, false)         // global gradient and parameter norms in every logged step
 
 // ---- the generic run keywords ---------------------------------------------------------------------------
 NITRO_DETAIL_GENERIC_KEYWORD(logger, accessor_and_field, ::nitro::default_loggers)
@@ -460,7 +491,7 @@ namespace detail {
 inline constexpr std::string_view run_keyword_names[] = {
     "seed", "run_dir", "n_devs", "accum", "max_epochs", "schedules", "gradient_clip_norm", "check_divergence",
     "autolog_schedules", "log_every_n_steps", "logger", "checkpointer", "early_stop", "monitor", "eval_loss", "ema",
-    "batch_size", "data", "weights", "checkpoint", "resume", "run_ref", "w0", "restore_optimizer", "restore_best",
+    "batch_size", "max_steps", "eval_every", "diagnostics", "data", "weights", "checkpoint", "resume", "run_ref", "w0", "restore_optimizer", "restore_best",
     "eval_weights", "load_ema"};
 
 constexpr bool known_keyword_name(std::string_view n) noexcept {
@@ -522,6 +553,9 @@ struct run_keywords {
   resolved<bool> eval_loss;
   resolved<ema_options> ema;
   resolved<std::int64_t> batch_size;
+  resolved<std::int64_t> max_steps;
+  resolved<std::int64_t> eval_every;
+  resolved<bool> diagnostics;
 
   decltype(resolve_weights_or_checkpoint(std::declval<Args const&>()...)) weights;
   decltype(resolve_resume(std::declval<Args const&>()...)) resume;
@@ -552,6 +586,9 @@ struct run_keywords {
         eval_loss(resolve_eval_loss(e, args...)),
         ema(resolve_ema(e, args...)),
         batch_size(resolve_batch_size(e, args...)),
+        max_steps(resolve_max_steps(e, args...)),
+        eval_every(resolve_eval_every(e, args...)),
+        diagnostics(resolve_diagnostics(e, args...)),
         weights(resolve_weights_or_checkpoint(args...)),
         resume(resolve_resume(args...)),
         run_ref(resolve_run_ref(args...)),
@@ -569,10 +606,11 @@ struct run_keywords {
       throw error("E-KW-007", std::string("the run keyword ") + name + " is " + value + " (from the " + to_string(src) + ")",
                   std::string("use ") + need);
     };
+    // accum and gradient_clip_norm are checked where they are used: the optimizer program (E-OPT-015, E-OPT-014)
     if (n_devs.value < 1) bad("n_devs", std::to_string(n_devs.value), n_devs.source, "1 or more devices");
-    if (accum.value < 1) bad("accum", std::to_string(accum.value), accum.source, "1 or more batches per optimizer step");
     if (max_epochs.value < 0) bad("max_epochs", std::to_string(max_epochs.value), max_epochs.source, "0 or more epochs");
-    if (!(gradient_clip_norm.value >= 0)) bad("gradient_clip_norm", keyword_text(gradient_clip_norm.value), gradient_clip_norm.source, "0 (off) or a positive norm");
+    if (max_steps.value < 0) bad("max_steps", std::to_string(max_steps.value), max_steps.source, "0 (max_epochs decides) or a number of steps");
+    if (eval_every.value < 0) bad("eval_every", std::to_string(eval_every.value), eval_every.source, "0 (at the end of each epoch only) or a number of steps");
     if (log_every_n_steps.value < 1) bad("log_every_n_steps", std::to_string(log_every_n_steps.value), log_every_n_steps.source, "1 or more steps");
     if (batch_size.value < 1) bad("batch_size", std::to_string(batch_size.value), batch_size.source, "1 or more samples");
     if (run_dir.value.empty()) bad("run_dir", "empty", run_dir.source, "a directory such as \"runs\"");
@@ -581,7 +619,8 @@ struct run_keywords {
     early_stop.value.validate();
   }
 
-  // One record per keyword: the sixteen in the note's order, batch_size, then the facts.
+  // One record per keyword: the sixteen in the note's order, batch_size, max_steps, eval_every,
+  // diagnostics, then the facts.
   std::vector<keyword_record> records() const {
     std::vector<keyword_record> r;
     auto add = [&](char const* name, auto const& res, bool fact = false, std::string note = {}) {
@@ -604,6 +643,9 @@ struct run_keywords {
     add("eval_loss", eval_loss);
     add("ema", ema);
     add("batch_size", batch_size);
+    add("max_steps", max_steps);
+    add("eval_every", eval_every);
+    add("diagnostics", diagnostics);
     r.push_back(data);
     add("weights", weights, true, checkpoint_spelling ? "given as `checkpoint`, the deprecated spelling of weights" : "");
     add("resume", resume, true);

@@ -62,6 +62,7 @@ struct run_info {
   std::int64_t total_steps = 0;
   std::int64_t batch_size = 0;
   std::int64_t start_step = 0;     // a resumed run starts here
+  int log_every_n_steps = 1;       // steps between on_step calls (run_control sets it)
 };
 
 struct step_progress {

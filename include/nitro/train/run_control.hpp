@@ -18,8 +18,8 @@
 // the EMA, reports progress to every logger (on_batch) and, every log_every_n_steps steps, the
 // mean loss since the last report and each scheduled value (on_step; also a history row).
 // after_eval logs the split and feeds the monitor: the early stopper tracks the best value and
-// says when patience has run out. Nothing here allocates per step after begin (history rows
-// excepted: the table grows once per logged step).
+// says when patience has run out. Nothing here allocates per step after begin, logged steps
+// included: the history reserves its rows for the whole horizon (again after each evaluation).
 #pragma once
 
 #include "nitro/core/error.hpp"
@@ -31,6 +31,7 @@
 #include "nitro/train/logger.hpp"
 #include "nitro/train/metrics.hpp"
 
+#include <algorithm>    // max
 #include <chrono>       // throughput
 #include <cstdint>      // int64_t
 #include <string>       // names, reasons
@@ -114,20 +115,27 @@ class run_control {
   }
 
   scheduled_values& schedules() noexcept { return m_schedules; }
+  // Values logged with every logged step whatever autolog_schedules says (the diagnostics keyword's
+  // gradient and parameter norms): declared before begin, set before after_step.
+  scheduled_values& extras() noexcept { return m_extras; }
   logger_set& loggers() noexcept { return m_loggers; }
   run_control_options const& options() const noexcept { return m_opt; }
 
   // The run begins: loggers receive the run's description; the EMA starts from `params`.
   void begin(run_info info, float const* params, std::int64_t n_params) {
     m_info = std::move(info);
+    m_info.log_every_n_steps = m_opt.log_every_n_steps;
     m_schedules.freeze();
+    m_extras.freeze();
     if (m_opt.ema.enabled()) m_ema = ema_weights(m_opt.ema, params, n_params);
     m_names.clear();
     m_names.push_back("loss");
     if (m_opt.autolog_schedules)
       for (std::size_t i = 0; i < m_schedules.size(); ++i) m_names.push_back(m_schedules.name(i));
+    for (std::size_t i = 0; i < m_extras.size(); ++i) m_names.push_back(m_extras.name(i));
     m_row.clear();
     for (auto const& n : m_names) m_row.push_back({n, 0.0});
+    reserve_history();
     m_status = run_status::running;
     m_reason.clear();
     m_started = std::chrono::steady_clock::now();
@@ -182,6 +190,7 @@ class run_control {
     require_begun("after_eval");
     m_loggers.on_eval(step, epoch, split, m);
     m_history.add(step, epoch, split, m);
+    reserve_history();
     if (split != m_opt.monitor.split()) return true;
     const std::string name = m_opt.monitor.name();
     if (!m.has(name)) {
@@ -198,6 +207,25 @@ class run_control {
     return true;
   }
 
+  // Logs an evaluation that is no part of the training's decisions (a test split after the run):
+  // loggers and history, but not the monitor.
+  void record_eval(std::int64_t step, int epoch, std::string_view split, metric_values const& m) {
+    require_begun("record_eval");
+    m_loggers.on_eval(step, epoch, split, m);
+    m_history.add(step, epoch, split, m);
+    reserve_history();
+  }
+
+  // Ends the run at the next check as `stopped` with `reason` (a stop requested from outside: Ctrl-C).
+  void request_stop(std::string reason) {
+    if (m_status != run_status::running) return;
+    m_status = run_status::stopped;
+    m_reason = std::move(reason);
+  }
+
+  // Will after_step(step, ...) log a row? (The loop computes costly extras only then.)
+  bool logs_step(std::int64_t step) const noexcept { return step % m_opt.log_every_n_steps == 0; }
+
   // The run ends: finished, unless it diverged or stopped early. Loggers receive the status.
   void end() { end(m_status == run_status::running ? run_status::finished : m_status, m_reason); }
   // Ends with a given status (failed, with the error's text).
@@ -210,6 +238,8 @@ class run_control {
     m_loggers.on_end(m_status, m_reason);
   }
 
+  bool begun() const noexcept { return m_begun; }
+  bool ended() const noexcept { return m_ended; }
   bool should_stop() const noexcept { return m_status == run_status::diverged || m_status == run_status::stopped; }
   run_status status() const noexcept { return m_status; }
   std::string const& reason() const noexcept { return m_reason; }
@@ -218,6 +248,7 @@ class run_control {
   ema_weights& ema() noexcept { return m_ema; }
   ema_weights const& ema() const noexcept { return m_ema; }
   early_stopper const& monitor() const noexcept { return m_stopper; }
+  early_stopper& monitor() noexcept { return m_stopper; }  // a resume restores its best and patience
   divergence_detector const& divergence() const noexcept { return m_divergence; }
   run_history const& history() const noexcept { return m_history; }
   run_info const& info() const noexcept { return m_info; }
@@ -227,10 +258,19 @@ class run_control {
     if (!m_begun)
       throw error("E-LOG-003", std::string("run_control::") + what + " before run_control::begin", "call begin once the run's description is known");
   }
+  // Room in the history for every row the remaining steps will log (evaluations add their rows
+  // outside the steps, and reserve again after).
+  void reserve_history() {
+    const std::int64_t left = m_info.total_steps - std::max(m_last_step, m_info.start_step);
+    const std::int64_t rows = std::min<std::int64_t>(left > 0 ? left / m_opt.log_every_n_steps + 2 : 2, max_reserved_rows);
+    m_history.reserve(static_cast<std::size_t>(rows), std::max(m_history.columns().size(), m_row.size()));
+  }
   void log_step(std::int64_t step, int epoch) {
     m_row[0].value = m_window_n > 0 ? m_window_sum / double(m_window_n) : 0.0;
+    std::size_t at = 1;
     if (m_opt.autolog_schedules)
-      for (std::size_t i = 0; i < m_schedules.size(); ++i) m_row[i + 1].value = m_schedules.value(i);
+      for (std::size_t i = 0; i < m_schedules.size(); ++i) m_row[at++].value = m_schedules.value(i);
+    for (std::size_t i = 0; i < m_extras.size(); ++i) m_row[at++].value = m_extras.value(i);
     m_window_sum = 0;
     m_window_n = 0;
     m_last_logged = step;
@@ -239,9 +279,13 @@ class run_control {
     m_history.add(step, epoch, "train", row);
   }
 
+  // At most this many logged rows are reserved ahead; a longer run's table grows (amortised) once
+  // per that many logged steps.
+  static constexpr std::int64_t max_reserved_rows = 1 << 16;
   run_control_options m_opt{};
   logger_set m_loggers;
   scheduled_values m_schedules;
+  scheduled_values m_extras;
   ema_weights m_ema;
   divergence_detector m_divergence;
   early_stopper m_stopper;

@@ -10,13 +10,16 @@
 // metrics all have columns already is appended (one write, flushed); a row that brings a new
 // metric rewrites the file with the wider header — atomically (written beside it, flushed to the
 // disk, renamed over it), so a reader or a crash sees the old table or the new one, never a mix.
-// A resumed run reads the table back and continues it.
+// A resumed run reads the table back and continues it. A logged step appends without allocating:
+// the table reserves the rows the run's horizon will log (again after each evaluation).
 #pragma once
 
 #include "nitro/train/detail/record_text.hpp"
 #include "nitro/train/history.hpp"
 #include "nitro/train/logger.hpp"
 
+#include <algorithm>    // min
+#include <cstdint>      // int64_t
 #include <filesystem>   // paths
 #include <fstream>      // reading a resumed table
 #include <iterator>     // istreambuf_iterator
@@ -51,18 +54,29 @@ class csv_logger : public run_logger {
       detail::ensure_parent_directory(m_resolved, "CSV metrics file");
     }
     m_line.reserve(512);
+    m_total_steps = info.total_steps;
+    m_log_every = info.log_every_n_steps > 0 ? info.log_every_n_steps : 1;
+    m_last_step = info.start_step;
+    reserve();
   }
   void on_step(std::int64_t step, int epoch, scalars values) override {
+    m_last_step = step;
     m_table.add(step, epoch, "train", values);
     write_last();
   }
   void on_eval(std::int64_t step, int epoch, std::string_view split, metric_values const& m) override {
     m_table.add(step, epoch, split, m);
     write_last();
+    reserve();  // outside the steps: room for the rows the steps ahead will log
   }
   void on_end(run_status, std::string_view) override { m_file.close(); }
 
  private:
+  void reserve() {
+    const std::int64_t left = m_total_steps - m_last_step;
+    const std::int64_t rows = std::min<std::int64_t>(left > 0 ? left / m_log_every + 2 : 2, 1 << 16);
+    m_table.reserve(static_cast<std::size_t>(rows), m_table.columns().size() + 8);
+  }
   void write_last() {
     if (m_table.columns().size() != m_written_columns || !m_file.is_open()) {
       rewrite();
@@ -87,6 +101,8 @@ class csv_logger : public run_logger {
   detail::append_file m_file;
   std::string m_line;
   int m_rewrites = 0;
+  std::int64_t m_total_steps = 0, m_last_step = 0;
+  int m_log_every = 1;
 };
 
 }  // namespace nitro

@@ -18,10 +18,11 @@
 
 namespace nitro {
 
-inline logger_set with_default_loggers(logger_set s, run_info const& info) {
+// `console = false` leaves the console out of the defaults (a quiet run: train(false), --quiet).
+inline logger_set with_default_loggers(logger_set s, run_info const& info, bool console = true) {
   if (!s.wants_defaults()) return s;
   logger_set out;
-  out.add(console_logger());
+  if (console) out.add(console_logger());
   if (!info.dir.empty()) {
     out.add(jsonl_logger("metrics.jsonl"));
     out.add(csv_logger("metrics.csv"));

@@ -5,8 +5,9 @@
 //   clip_scale(norm, max_norm)
 //
 // The fused optimizer kernel (kernels/.../optimizer.cuh) runs one of these per element of a
-// group's flat buffer, one launch per group; the CPU tests check them against nitro's CPU AdamW
-// (optim/plain_adamw.hpp) and the textbook formulas. The conventions are PyTorch's:
+// group's flat buffer, one launch per group; the CPU tests (tests/unit/test_cuda_tiles.cpp) check
+// them against the textbook formulas, which the CPU rules (optim/rules/) follow too. The
+// conventions are PyTorch's:
 //   sgd    m = mu m + (1 - dampening) g  (m = g on the first step);  p -= eta (nesterov ? g + mu m : m)
 //   adamw  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  p -= eta (m c1) / (sqrt(v) c2 + eps)
 //          with c1 = 1 / (1 - b1^t), c2 = 1 / sqrt(1 - b2^t)

@@ -128,6 +128,7 @@ class append_file {
     m_what = what;
     m_file = std::fopen(path.string().c_str(), "ab");
     if (!m_file) throw error("E-LOG-001", std::string("cannot open the ") + what + " '" + path.string() + "' for appending", "choose a writable run directory or logger path");
+    std::setvbuf(m_file, nullptr, _IONBF, 0);  // each record goes to the kernel as it is written: no stdio buffer to allocate later
     std::error_code ec;
     auto size = std::filesystem::file_size(path, ec);
     return ec ? 0 : static_cast<std::int64_t>(size);
