@@ -699,6 +699,32 @@ std::vector<std::string> picked(nitro::resolved_weights const& r) {
 }
 }  // namespace ckpt_test
 
+TEST_CASE("grammar as text (the command line's): every form parses to the value the C++ spelling makes") {
+  using W = nitro::weights_ref;
+  CHECK(W::from_text("m.safetensors").to_string() == "\"m.safetensors\"");
+  CHECK(W::from_text("runs/x/checkpoints/step-000000000004.safetensors").which() == W::kind::path);
+  CHECK(W::from_text("best").to_string() == "Best(1)");
+  CHECK(W::from_text(" latest ").to_string() == "Last(1)");
+  CHECK(W::from_text("Best(3)").to_string() == "Best(3)");
+  CHECK(W::from_text("Average(Last(10))").to_string() == "Average(Last(10))");
+  CHECK(W::from_text("Average( Best(2) )").averages());
+  CHECK(W::from_text("latest >> Average(Last(10))").to_string() == "latest >> Average(Last(10))");
+  CHECK(W::from_text("all>>best").to_string() == "all >> Best(1)");
+  CHECK(W::from_text("fashion_mlp-small-7f3a >> Last(2)").to_string() == "run_id(\"fashion_mlp-small-7f3a\") >> Last(2)");
+  CHECK(W::from_text("best").in_run_directory("/r/x").to_string() == "run(/r/x) >> Best(1)");
+  CHECK(W::from_text("all >> best").in_run_directory("/r/x").to_string() == "all >> Best(1)");  // a named run stays
+  CHECK(nitro::resume_ref::from_text("latest >> latest").to_string() == "latest >> Last(1)");
+  std::string what;
+  CHECK(code_of([] { (void)W::from_text("Best(x)"); }, &what) == "E-CKPT-033");
+  CHECK(what.find("takes a count") != std::string::npos);
+  CHECK(code_of([] { (void)W::from_text("Average(latest)"); }) == "E-CKPT-033");
+  CHECK(code_of([] { (void)W::from_text("latest >> nonsense"); }) == "E-CKPT-033");
+  CHECK(code_of([] { (void)W::from_text(">> best"); }) == "E-CKPT-033");
+  CHECK(code_of([] { (void)W::from_text("  "); }) == "E-CKPT-033");
+  CHECK(code_of([] { (void)W::from_text("Last(0)"); }) == "E-CKPT-025");
+  CHECK(code_of([] { (void)nitro::resume_ref::from_text("Average(Last(3))"); }) == "E-CKPT-034");
+}
+
 TEST_CASE("grammar: every form reads as written") {
   using nitro::Average, nitro::Best, nitro::Last;
   CHECK(nitro::weights_ref("m.safetensors").to_string() == "\"m.safetensors\"");

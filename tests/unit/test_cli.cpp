@@ -161,7 +161,7 @@ TEST_CASE("the parser's errors: E-CLI-001, E-CLI-002, E-CLI-003") {
         "  fix: commands: run, sweep, variants, check, explain, diff, watch, ir, bundle, eval, new (--help lists them)");
   CHECK(fails({"run", "--stpes", "10"}) ==
         "E-CLI-002: `run` does not take the option '--stpes'; did you mean '--steps'?\n"
-        "  fix: `run` takes: --variant, --set, --steps, --eval-every, --diagnostics, --run-dir, --id, --quiet, --help");
+        "  fix: `run` takes: --variant, --set, --steps, --eval-every, --diagnostics, --run-dir, --id, --quiet, --resume, --weights, --help");
   CHECK(fails({"variants", "--set", "lr=1"}).rfind("E-CLI-002: `variants` does not take the option '--set'", 0) == 0);
   CHECK(fails({"run", "--set", "lr"}) == "E-CLI-002: --set takes KNOB=VALUE, not 'lr'\n  fix: e.g. --set lr=0.002");
   CHECK(fails({"run", "--steps", "0"}) == "E-CLI-002: --steps takes a whole number of at least 1, not '0'\n  fix: e.g. --steps 100");
@@ -449,4 +449,59 @@ TEST_CASE("eval reads the checkpointer's files: another program's checkpoint, or
   e = cli({"eval", "--run-dir", dir, "tiny-quick-w", "--weights", "nonsense"});
   CHECK(e.rc == 3);
   CHECK(e.err.rfind("E-REC-002: --weights nonsense names no checkpoint", 0) == 0);
+}
+
+// The bytes of the parameters and the optimizer's state in a run's latest checkpoint.
+inline std::map<std::string, std::string> latest_params(std::string const& run) {
+  auto index = nitro::checkpoint_index::load(run + "/checkpoints");
+  REQUIRE(index.latest());
+  auto f = nitro::safetensors_file::read(std::filesystem::path(run) / "checkpoints" / index.latest()->file);
+  std::map<std::string, std::string> out;
+  for (auto const& e : f.entries())
+    if (e.name.rfind("params.", 0) == 0 || e.name.rfind("optim.", 0) == 0)
+      out[e.name] = std::string(reinterpret_cast<char const*>(e.bytes.data()), e.bytes.size());
+  return out;
+}
+
+TEST_CASE("run --resume continues a run exactly; --weights takes the grammar, averages included") {
+  const std::string dir = tmp_dir("resume");
+  const std::vector<std::string> sel = {"--variant", "quick", "--set", "n_samples=96", "--eval-every", "2", "--run-dir", dir, "--quiet"};
+  auto with = [&](std::vector<std::string> a) {
+    a.insert(a.end(), sel.begin(), sel.end());
+    return cli(a);
+  };
+  // A stops after 3 of the 6 steps of its epoch; R resumes it to 6; B runs the 6 steps at once
+  auto a = with({"run", "--steps", "3", "--id", "a"});
+  INFO(a.err);
+  REQUIRE(a.rc == 0);
+  auto r = cli({"run", "--resume", "tiny-quick-n_samples=96-a", "--steps", "6", "--variant", "quick", "--set", "n_samples=96", "--eval-every", "2",
+                "--run-dir", dir, "--id", "r"});
+  INFO(r.out, r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find("  resume  run(" + dir + "/tiny-quick-n_samples=96-a) >> Last(1) at step 3\n") != std::string::npos);
+  auto b = with({"run", "--steps", "6", "--id", "b"});
+  REQUIRE(b.rc == 0);
+  const std::string ra = dir + "/tiny-quick-n_samples=96-r", rb = dir + "/tiny-quick-n_samples=96-b";
+  CHECK(nitro::read_json(ra + "/status.json")["step"] == 6);
+  const auto pr = latest_params(ra), pb = latest_params(rb);
+  REQUIRE(!pb.empty());
+  CHECK(pr == pb);  // bit for bit
+
+  // --weights on eval: the mean of the latest two checkpoints (steps 4 and 6)
+  auto e = cli({"eval", "--run-dir", dir, "tiny-quick-n_samples=96-b", "--weights", "Average(Last(2))", "--split", "valid"});
+  INFO(e.err);
+  CHECK(e.rc == 0);
+  CHECK(e.out.find("weights Average(Last(2)) of " + rb + " (the mean of steps 4, 6)\n") != std::string::npos);
+  CHECK(e.out.find("  valid  acc") != std::string::npos);
+  // ... and on run: start from it
+  auto c = with({"run", "--steps", "1", "--id", "c", "--weights", "tiny-quick-n_samples=96-b >> Average(Last(2))"});
+  INFO(c.err);
+  CHECK(c.rc == 0);
+  // mistakes are coded errors
+  auto bad = cli({"eval", "--run-dir", dir, "tiny-quick-n_samples=96-b", "--weights", "Average(Last(x))"});
+  CHECK(bad.rc != 0);
+  CHECK(bad.err.find("E-CKPT-033") != std::string::npos);
+  auto avg_resume = cli({"run", "--resume", "tiny-quick-n_samples=96-b >> Average(Last(2))", "--run-dir", dir, "--quiet"});
+  CHECK(avg_resume.rc != 0);
+  CHECK(avg_resume.err.find("E-CKPT-034") != std::string::npos);
 }

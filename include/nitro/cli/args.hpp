@@ -49,7 +49,8 @@ inline std::vector<option_spec> const& all_options() {
       {"--jobs", "N", "run N points at once, each as its own process"},
       {"--emit", "slurm", "write a Slurm job-array script for the points instead of running them"},
       {"--split", "NAME", "the split to evaluate (default: test)"},
-      {"--weights", "latest|best|PATH", "which weights: the run's latest or best checkpoint (by its monitor), or a file"},
+      {"--weights", "REF", "which weights: latest, best, Last(n), Best(n), Average(Last(n)), Average(Best(n)) (run: RUN >> ...), or a file"},
+      {"--resume", "RUN", "continue RUN (a folder, slug or latest; RUN >> best etc. picks the checkpoint) exactly where it stopped"},
       {"--out", "PATH", "where to write the output file (-o)"},
       {"--interval", "SECONDS", "how often to look at the run (default: 1)"},
       {"--timeout", "SECONDS", "give up after this long (default: never)"},
@@ -74,8 +75,11 @@ inline std::vector<command_spec> const& commands() {
   static const std::vector<command_spec> table = {
       {"run", "", "train the selected point and record it under <run-dir>/<slug>/",
        "Builds the experiment with the selected knob values (before any hook reads one), trains it, and records "
-       "manifest.json, status.json, metrics.jsonl, binding_report.txt and checkpoints/ under <run-dir>/<slug>/.",
-       {"--run-dir", "--id", "--quiet"}, 0, 0, true},
+       "manifest.json, status.json, metrics.jsonl, binding_report.txt and checkpoints/ under <run-dir>/<slug>/. "
+       "--resume RUN continues a stopped or killed run exactly from its latest checkpoint (RUN >> best, RUN >> Last(2), "
+       "or a checkpoint file pick another), recorded as a new run with the old run's selection; --weights REF starts "
+       "from weights: a file, RUN >> best, or an average such as \"latest >> Average(Last(10))\".",
+       {"--run-dir", "--id", "--quiet", "--resume", "--weights"}, 0, 0, true},
       {"sweep", "NAME", "run every point of a declared sweep and print a table of them",
        "Points are the cross product of the sweep's axes, the last axis varying fastest, each on the sweep's base "
        "variant. Each point runs in the program compiled for its GraphConst values. --jobs N runs N points at once "
@@ -123,7 +127,7 @@ struct parsed_args {
   selection_request selection;
   bool has_selection = false;
   std::vector<std::string> positional;
-  std::optional<std::string> run_dir, id, emit, split, weights, out;
+  std::optional<std::string> run_dir, id, emit, split, weights, out, resume;
   std::optional<std::int64_t> jobs;
   std::optional<double> interval, timeout;
   bool quiet = false, force = false, help = false;
@@ -265,6 +269,7 @@ inline parsed_args parse_args(std::vector<std::string> const& args) {
       a.emit = value;
     } else if (arg == "--split") a.split = value;
     else if (arg == "--weights") a.weights = value;
+    else if (arg == "--resume") a.resume = value;
     else if (arg == "--out") a.out = value;
     else if (arg == "--interval") a.interval = detail::positive_seconds(arg, value);
     else if (arg == "--timeout") a.timeout = detail::positive_seconds(arg, value);

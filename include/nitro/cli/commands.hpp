@@ -210,23 +210,23 @@ inline int watch(context& ctx, std::string const& dir, double interval, std::opt
 }
 
 // ---- bundle -----------------------------------------------------------------------------------------
-// The checkpoint `which` names in a run: "latest" (also "final"), "best" (by the run's monitor, from
-// its checkpoints/index.json), or a file.
-inline resolved_checkpoint weights_of(std::string const& run, std::string const& which) {
+// The weights `which` names in a run: latest (also "final"), best, Last(n), Best(n) (from its
+// checkpoints/index.json, best by the run's monitor), Average(Last(n)) / Average(Best(n)) (their
+// mean), or a file.
+inline weights_ref weights_in_run(std::string const& run, std::string const& which) {
   namespace fs = std::filesystem;
-  struct run_at {  // the run, named by its folder (the grammar's "another run")
-    fs::path dir;
-    fs::path const& run_directory() const noexcept { return dir; }
-  };
-  std::optional<weights_ref> ref;
-  if (which == "latest" || which == "final") ref = weights_ref(run_at{run} >> nitro::latest);
-  else if (which == "best") ref = weights_ref(run_at{run} >> nitro::best);
-  else if (fs::is_regular_file(which)) ref = weights_ref(fs::path(which));
-  else
+  if (fs::is_regular_file(which)) return weights_ref(fs::path(which));
+  weights_ref r = weights_ref::from_text(which == "final" ? std::string("latest") : which);
+  if (r.which() == weights_ref::kind::path)
     throw error("E-REC-002", "--weights " + which + " names no checkpoint of the run " + run + " and no file",
-                "give latest, best, or the path of a .safetensors file");
-  auto r = resolve(*ref, {.runs_dir = fs::path(run).parent_path()});
-  return r.checkpoints.at(0);
+                "give latest, best, Last(n), Best(n), Average(Last(n)), Average(Best(n)), or the path of a .safetensors file");
+  if (r.run().k != run_pick::kind::unspecified)
+    throw error("E-CLI-002", "--weights " + which + " names a run of its own, but the command already names the run " + run,
+                "give only the checkpoint part (e.g. --weights \"Average(Last(10))\"); the run is the command's argument");
+  return r.in_run_directory(run);
+}
+inline resolved_weights weights_of(std::string const& run, std::string const& which) {
+  return resolve(weights_in_run(run, which), {.runs_dir = std::filesystem::path(run).parent_path()});
 }
 
 inline int bundle(context& ctx, std::string const& run, std::string const& which, std::optional<std::string> const& out) {
@@ -243,7 +243,11 @@ inline int bundle(context& ctx, std::string const& run, std::string const& which
     t.add(slug + "/" + name, read_record_file(p));
     ++files;
   }
-  t.add(slug + "/weights.safetensors", read_record_file(weights_of(run, which).file.string()));
+  const resolved_weights w = weights_of(run, which);
+  if (w.average)
+    throw error("E-CLI-002", "bundle carries one checkpoint file, and --weights " + which + " names the mean of " + std::to_string(w.checkpoints.size()),
+                "bundle one checkpoint (latest, best, Last(n), Best(n)); averages are for eval and run --weights");
+  t.add(slug + "/weights.safetensors", read_record_file(w.checkpoints.at(0).file.string()));
   ++files;
   const std::string path = out ? *out : slug + ".tar";
   t.write(path);

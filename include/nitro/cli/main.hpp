@@ -109,12 +109,21 @@ class app {
     }
     if (cmd == "new") return new_experiment(ctx, a.positional[0], a.out, a.force);
     if (cmd == "explain" || cmd == "ir" || cmd == "check" || cmd == "run") {
-      selection s = resolve_selection(c, a.selection);
+      run_options ro{a.run_dir, a.id, a.quiet, std::nullopt, std::nullopt};
+      selection_request req = a.selection;
+      if (cmd == "run" && a.resume) {
+        // a resume continues the run it names: its recorded selection, unless flags give another
+        weights_ref from = run_weights(default_run_dir(a), *a.resume);
+        ro.resume = resume_ref::of(from);
+        if (!a.has_selection) req = recorded_selection(from);
+      }
+      if (cmd == "run" && a.weights) ro.weights = run_weights(default_run_dir(a), *a.weights);
+      selection s = resolve_selection(c, req);
       return with_program(s.program, [&]<class P>(std::type_identity<P>) -> int {
         if (cmd == "explain") { ctx.out << program<P>::explain_text(c, s); return exit_ok; }
         if (cmd == "ir") { ctx.out << program<P>::ir_text(c, s); return exit_ok; }
         if (cmd == "check") return program<P>::check(ctx, c, s);
-        return program<P>::run(ctx, c, s, {a.run_dir, a.id, a.quiet}).exit_code;
+        return program<P>::run(ctx, c, s, ro).exit_code;
       });
     }
     if (cmd == "diff") {
@@ -157,12 +166,45 @@ class app {
     throw error("E-CLI-001", "there is no command '" + cmd + "'", "see --help");
   }
 
+  // ---- run --resume / --weights: RUN [>> CHECKPOINT], a bare checkpoint (the latest run's), or a file ----
+  // The run is found here (a folder, a slug or its unique start under the runs directory, latest), so
+  // the handle gets a folder and never guesses the runs directory.
+  static weights_ref run_weights(std::string const& dir, std::string const& text) {
+    namespace fs = std::filesystem;
+    if (fs::is_regular_file(text)) return weights_ref(fs::path(text));
+    const auto arrow = text.find(">>");
+    std::string run_part = text, pick = "latest";
+    if (arrow != std::string::npos) {
+      run_part = std::string(nitro::detail::trim_ws(std::string_view(text).substr(0, arrow)));
+      pick = text.substr(arrow + 2);
+    } else if (nitro::detail::checkpoint_part_of(text, text)) {  // "best", "Average(Last(10))": of the latest run
+      run_part = "latest";
+      pick = text;
+    }
+    weights_ref r = weights_ref::from_text(pick);
+    if (r.which() == weights_ref::kind::path)
+      throw error("E-CKPT-033", "\"" + text + "\" has no checkpoint after >>",
+                  "write RUN >> best | latest | Best(n) | Last(n) | Average(Last(n)) | Average(Best(n))");
+    return r.in_run_directory(find_run(dir, run_part));
+  }
+  // The selection a run was made with (its manifest), for a resume given no selection flags.
+  static selection_request recorded_selection(weights_ref const& from) {
+    namespace fs = std::filesystem;
+    fs::path run = from.which() == weights_ref::kind::path ? fs::absolute(from.path()).parent_path() : from.run().directory;
+    if (run.filename() == "checkpoints") run = run.parent_path();
+    if (!fs::exists(run / "manifest.json")) return {};  // a loose checkpoint file: the defaults
+    ordered_json m = read_json((run / "manifest.json").string());
+    if (!m.contains("experiment") || m["experiment"] != cat().experiment)
+      throw error("E-REC-002", "the run " + run.string() + " was made by another experiment", "resume it with the binary of its own experiment");
+    return selection_request::from_json(m.value("selection", ordered_json::object()));
+  }
+
   // ---- eval: a run's (or a checkpoint's) weights on a split ---------------------------------------
   static int eval(context& ctx, parsed_args const& a) {
     namespace fs = std::filesystem;
     const std::string ref = a.positional[0];
     std::string run;
-    resolved_checkpoint weights;
+    std::optional<weights_ref> weights;
     if (fs::is_regular_file(ref)) {
       // a checkpoint file: its run is the folder above checkpoints/
       fs::path p = fs::absolute(ref).parent_path();
@@ -171,10 +213,10 @@ class app {
         throw error("E-REC-002", "no manifest.json beside the checkpoint " + ref + " (looked in " + p.string() + ")",
                     "evaluate a checkpoint inside its run folder, or name the run");
       run = p.string();
-      weights = a.weights ? weights_of(run, *a.weights) : resolved_checkpoint{ref, run, {}};
+      weights = a.weights ? weights_in_run(run, *a.weights) : weights_ref(fs::path(ref));
     } else {
       run = find_run(default_run_dir(a), ref);
-      weights = weights_of(run, a.weights.value_or("latest"));
+      weights = weights_in_run(run, a.weights.value_or("latest"));
     }
     ordered_json m = read_json((fs::path(run) / "manifest.json").string());
     if (!m.contains("experiment") || m["experiment"] != cat().experiment)
@@ -185,7 +227,7 @@ class app {
     selection s = resolve_selection(cat(), req);
     ctx.out << "run " << run << "\n";
     const std::string split = a.split.value_or("test");
-    return with_program(s.program, [&]<class P>(std::type_identity<P>) { return program<P>::eval(ctx, cat(), s, weights, split); });
+    return with_program(s.program, [&]<class P>(std::type_identity<P>) { return program<P>::eval(ctx, cat(), s, *weights, run, split); });
   }
 
   // ---- sweep --------------------------------------------------------------------------------------

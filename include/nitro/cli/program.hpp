@@ -66,6 +66,8 @@ struct run_options {
   std::optional<std::string> run_dir;
   std::optional<std::string> id;
   bool quiet = false;
+  std::optional<resume_ref> resume;    // --resume: continue exactly from one checkpoint
+  std::optional<weights_ref> weights;  // --weights: start from these weights (a file, a checkpoint, an average)
 };
 
 struct run_result {
@@ -168,7 +170,8 @@ template <class T> std::string scalar_text(T const& v) {
 // `eval`) sets it. The handle's type does not depend on which are set.
 struct handle_extras {
   std::optional<run_reference> run_ref;         // run: the record's folder and the metadata line
-  std::optional<weights_ref> weights;           // eval: the checkpoint to load
+  std::optional<weights_ref> weights;           // eval, run --weights: the weights to load
+  std::optional<resume_ref> resume;             // run --resume: the checkpoint to continue
   std::optional<checkpoint_policy> checkpointer;  // run: checkpoints/ (when the experiment gives none)
   logger_set loggers = to_logger_set(default_loggers);
 };
@@ -240,7 +243,7 @@ struct program {
   using selection_tuple = decltype(selection_keywords<E>(std::declval<selection const&>()));
   // The keywords the command line itself gives (after the selection's): always the same types.
   static auto extra_keywords(selection const& s, handle_extras x) {
-    auto common = std::tuple{kw::run_ref = std::move(x.run_ref), kw::weights = std::move(x.weights),
+    auto common = std::tuple{kw::run_ref = std::move(x.run_ref), kw::weights = std::move(x.weights), kw::resume = std::move(x.resume),
                              kw::max_steps = s.request.steps, kw::eval_every = s.request.eval_every,
                              kw::diagnostics = s.request.diagnostics ? std::optional<bool>(true) : std::optional<bool>{},
                              kw::logger = std::move(x.loggers)};
@@ -491,17 +494,26 @@ struct program {
   }
 
   // ---- eval -------------------------------------------------------------------------------------
-  // `weights` names one file (resolved by the caller from the run's checkpoints); its step is shown.
-  static int eval(context& ctx, catalog const& c, selection const& s, resolved_checkpoint const& weights, std::string const& split) {
+  // `weights` names one file, or the mean of several checkpoints of `run`; the steps they hold are shown.
+  static int eval(context& ctx, catalog const& c, selection const& s, weights_ref const& weights, std::string const& run, std::string const& split) {
+    const resolved_weights w = resolve(weights, {.runs_dir = std::filesystem::path(run).parent_path()});
     handle_extras x;
-    x.weights = weights_ref(weights.file);
+    x.weights = weights;
     x.loggers = to_logger_set(no_loggers);
     auto h = handle(c, s, std::move(x));
     auto m = h->evaluate(split);
-    std::string step = "?";
-    if (!weights.entry.file.empty()) step = std::to_string(weights.entry.step);
-    else if (auto f = safetensors_file::read(weights.file); f.meta("step")) step = *f.meta("step");
-    ctx.out << "eval " << c.programs[s.program] << "  weights " << weights.file.string() << " (step " << step << ")\n";
+    const auto step_of = [](resolved_checkpoint const& r) -> std::string {
+      if (!r.entry.file.empty()) return std::to_string(r.entry.step);
+      auto f = safetensors_file::read(r.file);
+      return f.meta("step") ? *f.meta("step") : std::string("?");
+    };
+    if (!w.average) {
+      ctx.out << "eval " << c.programs[s.program] << "  weights " << w.checkpoints.at(0).file.string() << " (step " << step_of(w.checkpoints.at(0)) << ")\n";
+    } else {
+      std::string steps;
+      for (auto const& r : w.checkpoints) steps += (steps.empty() ? "" : ", ") + step_of(r);
+      ctx.out << "eval " << c.programs[s.program] << "  weights " << weights.pick().to_string() << " of " << run << " (the mean of steps " << steps << ")\n";
+    }
     table t;
     for (auto const& [k, v] : m.scalars) t.row({split, k, metric_text(v)});
     ctx.out << t.str();
@@ -514,12 +526,13 @@ struct program {
   }
 
   // The checkpoints the command line keeps when the experiment says nothing: every epoch (or every
-  // --eval-every steps) and the run's end; the latest and the best by the run's monitor (a run
-  // without a valid split records no metrics in its checkpoints, so none of them is best).
+  // --eval-every steps) and the run's end; the latest ten (so --weights "Average(Last(10))" works)
+  // and the best by the run's monitor (a run without a valid split records no metrics in its
+  // checkpoints, so none of them is best).
   static checkpoint_policy run_checkpoints(selection const& s) {
     checkpoint_policy p;
     p.every = s.request.eval_every ? every_steps(*s.request.eval_every) : every_epochs(1);
-    p.keep_last = 1;
+    p.keep_last = 10;
     p.keep_best = 1;
     return p;
   }
@@ -558,6 +571,8 @@ struct program {
     x.run_ref = run_reference{rec.dir(), metrics_metadata_json(c, s, ident).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
     x.loggers = to_logger_set(resolve_logger(e).value);
     x.loggers.add(std::shared_ptr<run_logger>(status));
+    x.resume = o.resume;
+    x.weights = o.weights;
     std::unique_ptr<handle_type> h;
     try {
       x.checkpointer = run_checkpoints(s);
@@ -581,6 +596,8 @@ struct program {
     if (!o.quiet) {
       ctx.out << "run " << ident.slug << "\n  program " << ident.program << "  seed " << h->seed().value << "  " << horizon << " steps (" << epochs
               << (epochs == 1 ? " epoch" : " epochs") << " of " << per_epoch << " steps)\n  record  " << rec.dir() << "\n";
+      if (o.resume) ctx.out << "  resume  " << o.resume->to_string() << " at step " << h->step() << "\n";
+      if (o.weights) ctx.out << "  weights " << o.weights->to_string() << "\n";
       ctx.out.flush();
     }
 

@@ -194,6 +194,19 @@ class weights_ref {
     return r;
   }
 
+  // The grammar as text, for command lines and config files: a path, or [run >>] checkpoint with
+  // run = latest | all | a run's slug (or part of it) or folder, and checkpoint = best | latest |
+  // Best(n) | Last(n) | Average(Best(n)) | Average(Last(n)). "latest >> Average(Last(10))",
+  // "best", "fashion_mlp-small-7f3a >> Best(2)". A malformed checkpoint part is E-CKPT-033.
+  static weights_ref from_text(std::string_view text);
+
+  // A bare checkpoint (no run) made to name one in the run at `dir`; anything else unchanged.
+  weights_ref in_run_directory(std::filesystem::path dir) const {
+    weights_ref r = *this;
+    if (r.m_kind == kind::checkpoint && r.m_run.k == run_pick::kind::unspecified) r.m_run = {run_pick::kind::directory, {}, std::move(dir)};
+    return r;
+  }
+
   kind which() const noexcept { return m_kind; }
   std::filesystem::path const& path() const noexcept { return m_path; }
   run_pick const& run() const noexcept { return m_run; }
@@ -209,6 +222,8 @@ class weights_ref {
   }
 
  private:
+  weights_ref(run_pick run, checkpoint_pick pick) : m_kind(kind::checkpoint), m_run(std::move(run)), m_pick(pick) {}
+
   kind m_kind;
   std::filesystem::path m_path;
   run_pick m_run;
@@ -230,12 +245,82 @@ class resume_ref {
   resume_ref(P const& p) : m_ref(p) {  // NOLINT
     if constexpr (std::same_as<P, Average>) (void)resume_takes_one_checkpoint<P>::ok;
   }
+  // The same text as weights_ref::from_text, without Average (E-CKPT-034: resume needs one checkpoint).
+  static resume_ref from_text(std::string_view text) { return of(weights_ref::from_text(text)); }
+  static resume_ref of(weights_ref r) {
+    if (r.averages())
+      throw error("E-CKPT-034", "resume = " + r.to_string() + " names an average of several checkpoints; a run continues from one",
+                  "resume from one checkpoint (latest, best, Last(n), Best(n)); start from an average with weights = ... instead");
+    return resume_ref(std::move(r));
+  }
   weights_ref const& ref() const noexcept { return m_ref; }
   std::string to_string() const { return m_ref.to_string(); }
 
  private:
+  explicit resume_ref(weights_ref r) : m_ref(std::move(r)) {}
   weights_ref m_ref;
 };
+
+namespace detail {
+inline std::string_view trim_ws(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+// "Best(3)" -> 3 (for fn = "Best"); nullopt when s is not fn(...). A non-number count is E-CKPT-033.
+inline std::optional<std::int64_t> count_of(std::string_view s, std::string_view fn, std::string_view whole) {
+  if (!(s.size() > fn.size() + 1 && s.substr(0, fn.size()) == fn && s[fn.size()] == '(' && s.back() == ')')) return std::nullopt;
+  const std::string_view digits = trim_ws(s.substr(fn.size() + 1, s.size() - fn.size() - 2));
+  std::int64_t n = 0;
+  if (digits.empty() || digits.size() > 12 || digits.find_first_not_of("0123456789") != std::string_view::npos)
+    throw error("E-CKPT-033", "\"" + std::string(whole) + "\": " + std::string(fn) + "(...) takes a count, got \"" + std::string(digits) + "\"",
+                "write " + std::string(fn) + "(n) with n a whole number >= 1, e.g. " + std::string(fn) + "(3)");
+  for (char c : digits) n = n * 10 + (c - '0');
+  return checked_count(n, fn == "Best" ? "Best" : "Last");
+}
+inline std::optional<checkpoint_pick> checkpoint_part_of(std::string_view s, std::string_view whole) {
+  s = trim_ws(s);
+  if (s == "best") return checkpoint_pick{true, 1, false};
+  if (s == "latest") return checkpoint_pick{false, 1, false};
+  if (auto n = count_of(s, "Best", whole)) return checkpoint_pick{true, *n, false};
+  if (auto n = count_of(s, "Last", whole)) return checkpoint_pick{false, *n, false};
+  constexpr std::string_view avg = "Average(";
+  if (s.size() > avg.size() && s.substr(0, avg.size()) == avg && s.back() == ')') {
+    const std::string_view inner = trim_ws(s.substr(avg.size(), s.size() - avg.size() - 1));
+    if (auto n = count_of(inner, "Best", whole)) return checkpoint_pick{true, *n, true};
+    if (auto n = count_of(inner, "Last", whole)) return checkpoint_pick{false, *n, true};
+    throw error("E-CKPT-033", "\"" + std::string(whole) + "\": Average(...) takes Best(n) or Last(n)",
+                "write Average(Last(n)) for the mean of the n latest checkpoints, Average(Best(n)) for the n best");
+  }
+  return std::nullopt;
+}
+}  // namespace detail
+
+inline weights_ref weights_ref::from_text(std::string_view text) {
+  const std::string_view t = detail::trim_ws(text);
+  const auto bad = [&](std::string const& what) {
+    return error("E-CKPT-033", "\"" + std::string(text) + "\" " + what,
+                 "write a path, or [run >>] checkpoint: run = latest | all | a run's slug; checkpoint = best | latest | Best(n) | "
+                 "Last(n) | Average(Best(n)) | Average(Last(n))");
+  };
+  if (t.empty()) throw bad("names no weights");
+  if (const auto arrow = t.find(">>"); arrow != std::string_view::npos) {
+    const std::string_view run_text = detail::trim_ws(t.substr(0, arrow));
+    auto pick = detail::checkpoint_part_of(t.substr(arrow + 2), text);
+    if (!pick) throw bad("has no checkpoint after >>");
+    if (run_text.empty()) throw bad("has no run before >>");
+    run_pick run;
+    if (run_text == "latest") run.k = run_pick::kind::latest;
+    else if (run_text == "all") run.k = run_pick::kind::all;
+    else {
+      run.k = run_pick::kind::id;
+      run.id = std::string(run_text);
+    }
+    return weights_ref(std::move(run), *pick);
+  }
+  if (auto pick = detail::checkpoint_part_of(t, text)) return weights_ref(run_pick{}, *pick);
+  return weights_ref(std::filesystem::path(std::string(t)));
+}
 
 // What the handle calls on a keyword's value: a reference, or a compile error naming the value.
 template <class V>

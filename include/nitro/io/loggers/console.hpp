@@ -51,9 +51,9 @@ class console_logger : public run_logger {
     m_max_epochs = info.max_epochs;
     m_drawn = false;
     m_last_draw = {};
-    std::fprintf(m_out, "nitro: %s  %lld steps (%d epochs of %lld)  batch %lld\n", info.experiment.c_str(),
-                 static_cast<long long>(info.total_steps), info.max_epochs, static_cast<long long>(info.steps_per_epoch),
-                 static_cast<long long>(info.batch_size));
+    std::fprintf(m_out, "nitro: %s  %lld steps (%d %s of %lld)  batch %lld\n", info.experiment.c_str(),
+                 static_cast<long long>(info.total_steps), info.max_epochs, info.max_epochs == 1 ? "epoch" : "epochs",
+                 static_cast<long long>(info.steps_per_epoch), static_cast<long long>(info.batch_size));
     if (m_opt.print_binding_report && !info.binding_report.empty()) std::fputs(info.binding_report.c_str(), m_out);
     std::fflush(m_out);
   }
