@@ -9,7 +9,7 @@ loss reads), and host values (float, int, int64; among them max_epochs and batch
 handle reads as run keywords). Every field is listed in NITRO_EXPERIMENT. The trainer is a real
 one: forward, loss and metrics hooks, a small MLP, Fashion-MNIST cut to 512 training images.
 With --cli, main is nitro::main<E> and every host and Device field is a knob (the command line of
-examples/fashion_mlp_cli.cpp); without it, main trains one epoch through the handle.
+examples/fashion_mlp.cpp); without it, main trains one epoch through the handle.
 """
 import sys
 
