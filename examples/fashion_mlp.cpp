@@ -11,6 +11,8 @@
 //   ./fashion_mlp sweep seeds --jobs 3              three seeds, three processes
 //   ./fashion_mlp explain --variant small           every knob and run keyword with its source
 //   ./fashion_mlp eval latest --weights best        a run's best checkpoint on the test split
+//   mpirun -np 2 ./fashion_mlp run --variant smoke  data parallel over MPI (built with MPI): batch_size
+//                                                   is the global batch, rank 0 writes the record (docs/mpi.md)
 //
 //   width       GraphConst: compiled in; each value in nitro::main<...> is a program
 //   two_groups  GraphConst: the first layer ("encoder") at half the rate, decayed toward its
@@ -109,7 +111,42 @@ NITRO_EXPERIMENT(FashionMLP, width, two_groups, smoothing, lr, max_epochs, batch
 }  // namespace fashion
 
 #ifndef NITRO_FASHION_MLP_NO_MAIN  // tests include this file for its experiment
+#ifdef NITRO_WITH_MPI  // built with MPI (CMake found it): `mpirun -np K ./fashion_mlp run ...` trains data-parallel
+#include <nitro/dist.hpp>
+
+#include <cstdlib>    // getenv
+#include <exception>  // a failure ends every rank
+
+namespace fashion {
+// Started by a launcher (mpirun, mpiexec, srun --mpi=pmix): its environment says so. Run on its own,
+// the program never initialises MPI and is exactly the one-process program.
+inline bool launched_by_mpi() {
+  for (char const* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+}  // namespace fashion
+#endif
+
 int main(int argc, char** argv) {
-  return nitro::main<fashion::FashionMLP<256>, fashion::FashionMLP<128>, fashion::FashionMLP<256, true>>(argc, argv);
+  const auto run = [](int n, char** v) {
+    return nitro::main<fashion::FashionMLP<256>, fashion::FashionMLP<128>, fashion::FashionMLP<256, true>>(n, v);
+  };
+#ifdef NITRO_WITH_MPI
+  if (fashion::launched_by_mpi()) {
+    nitro::dist::session mpi(argc, argv);  // MPI once; a failing rank ends the job (never a hang)
+    // a rank waiting in a collective also sees the stop the command line's own signal handler records
+    mpi.world().options().stop_requested = [] { return nitro::dist::stop_signal_received() || nitro::cli::detail::stop_requested != 0; };
+    nitro::dist::data_parallel over(mpi.world());  // every handle is one replica; rank 0 writes the record
+    int code = 1;
+    try {
+      code = run(argc, argv);
+    } catch (std::exception const& e) {
+      return mpi.finish(1, e.what());
+    }
+    return mpi.finish(code);
+  }
+#endif
+  return run(argc, argv);
 }
 #endif

@@ -12,6 +12,8 @@
 // `run` is the handle's own train(): its loggers write metrics.jsonl, metrics.csv and TensorBoard
 // events into the run's record (knobs/records.hpp), a status logger keeps status.json, and its
 // checkpointer writes checkpoints/ with their index; `eval` and `bundle` read those checkpoints.
+// Under a nitro::dist::data_parallel scope (mpirun), `run` is one replica: every rank takes rank 0's
+// run id, and only rank 0 creates the record, writes it and reports; the others train in silence.
 #pragma once
 
 #include "nitro/bind/binding.hpp"
@@ -19,6 +21,7 @@
 #include "nitro/cli/status_logger.hpp"
 #include "nitro/cli/table.hpp"
 #include "nitro/core/reflect.hpp"
+#include "nitro/dist/data_parallel.hpp"
 #include "nitro/io/checkpoint.hpp"
 #include "nitro/io/dataset.hpp"
 #include "nitro/io/loader.hpp"
@@ -542,8 +545,16 @@ struct program {
     const auto rows = keyword_rows(e, c, s);
     run_result res;
 
+    dist::replicas* dp = dist::active_replicas();
+    if (dp && dp->size() == 1) dp = nullptr;
+    const bool lead = !dp || dp->writes();  // only rank 0 writes the record and reports
+
     run_identity ident;
     ident.id = o.id ? *o.id : make_run_id();
+    if (dp) {
+      dist::broadcast_string(*dp, ident.id, "the broadcast of the run's id");  // one record: rank 0's
+      dp->barrier("the start of the run");  // every rank has read the run it resumes before rank 0 makes the new one
+    }
     ident.slug = make_slug(c.experiment, s.request, ident.id);
     ident.program = c.programs[s.program];
     ident.started = iso_time_now();
@@ -551,7 +562,7 @@ struct program {
     ident.run_keywords = keywords_json(rows);
 
     const std::string run_dir = o.run_dir ? *o.run_dir : run_dir_of(rows);
-    run_record rec = run_record::create(run_dir, ident.slug);
+    run_record rec = lead ? run_record::create(run_dir, ident.slug) : run_record((std::filesystem::path(run_dir) / ident.slug).string());
     res.dir = rec.dir();
     res.slug = ident.slug;
 
@@ -578,8 +589,10 @@ struct program {
       x.checkpointer = run_checkpoints(s);
       h = handle(c, s, std::move(x));
     } catch (std::exception const& err) {
-      rec.write_manifest(manifest_json(c, s, ident));
-      status->fail(err.what());
+      if (lead) {
+        rec.write_manifest(manifest_json(c, s, ident));
+        status->fail(err.what());
+      }
       throw;
     }
     ident.data["name"] = h->data().name;
@@ -587,13 +600,15 @@ struct program {
     ordered_json splits = ordered_json::object();
     for (auto const& sp : h->data().splits) splits[sp.name()] = sp.size();
     ident.data["splits"] = splits;
-    rec.write_manifest(manifest_json(c, s, ident));
-    rec.write_text("binding_report.txt", show_text(h->description()) + "\n" + binding_report(c, s));
+    if (lead) {
+      rec.write_manifest(manifest_json(c, s, ident));
+      rec.write_text("binding_report.txt", show_text(h->description()) + "\n" + binding_report(c, s));
+    }
 
     const std::int64_t per_epoch = h->data().split("train").size() / h->batch_size().value / h->accum().value;
     const std::int64_t horizon = h->horizon();
     const std::int64_t epochs = per_epoch > 0 ? (horizon + per_epoch - 1) / per_epoch : 0;
-    if (!o.quiet) {
+    if (!o.quiet && lead) {
       ctx.out << "run " << ident.slug << "\n  program " << ident.program << "  seed " << h->seed().value << "  " << horizon << " steps (" << epochs
               << (epochs == 1 ? " epoch" : " epochs") << " of " << per_epoch << " steps)\n  record  " << rec.dir() << "\n";
       if (o.resume) ctx.out << "  resume  " << o.resume->to_string() << " at step " << h->step() << "\n";
@@ -602,9 +617,21 @@ struct program {
     }
 
     train_options topt;
-    topt.console = !o.quiet;
+    topt.console = !o.quiet && lead;
     topt.stop = &detail::stop_requested;
     if (h->data().has("test")) topt.evaluate_after = {"test"};
+    if (!lead) {  // a replica: rank 0 keeps the record and reports the run
+      try {
+        detail::stop_signals signals;
+        h->train(topt);
+        res.state = to_string(h->status());
+      } catch (std::exception const& err) {
+        res.state = "failed";
+        ctx.err << "rank " << dp->rank() << ": " << err.what() << "\n";
+      }
+      res.exit_code = res.state == "finished" ? exit_ok : exit_failed;
+      return res;
+    }
     try {
       detail::stop_signals signals;
       h->train(topt);

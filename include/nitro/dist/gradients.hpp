@@ -15,8 +15,8 @@
 // Overlap with the backward pass: a group's gradients are complete when the last tape node that
 // writes into its span has run. The tape (tensor/tape.hpp) runs opaque closures and offers no
 // callback between nodes, so today the sums start right after backward, all groups in flight at
-// once, the last group (completed first by backward) first. docs/mpi-integration.md gives the tape
-// seam (a per-group "complete" callback) with which the same start(g) calls overlap backward.
+// once, the last group (completed first by backward) first. docs/mpi.md ("Overlap") says what seam
+// in the tape (a per-group "complete" callback) would let the same start(g) calls overlap backward.
 //
 //   step_control      one tiny sum per step: the global batch's loss and "some rank asks to stop",
 //                     so every rank takes the same decision (divergence, stop) at the same step

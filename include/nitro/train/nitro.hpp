@@ -29,11 +29,21 @@
 // micro-batches); k of them make one step whose gradient is their mean, the same as one batch k
 // times larger. An epoch of n batches makes n / k steps; its last n % k batches are not used.
 // The horizon (what the schedules are made for) is max_epochs epochs, or max_steps steps when given.
+//
+// Data parallel: a handle built while a nitro::dist::data_parallel scope lives (dist/data_parallel.hpp,
+// made by a program launched with mpirun) is one replica of the run. batch_size stays the GLOBAL batch;
+// each rank trains on its shard, the gradients are summed over the ranks before the update, the step's
+// loss and stop are agreed, evaluation is reduced over the ranks, and only rank 0 writes the record.
+// Without a scope nothing of this exists at run time (one null pointer).
 #pragma once
 
 #include "nitro/bind/binding.hpp"
 #include "nitro/core/reflect.hpp"
 #include "nitro/core/rng.hpp"
+#include "nitro/dist/data_parallel.hpp"
+#include "nitro/dist/gradients.hpp"
+#include "nitro/dist/metrics.hpp"
+#include "nitro/dist/shard.hpp"
 #include "nitro/io/atomic_file.hpp"
 #include "nitro/io/checkpoint.hpp"
 #include "nitro/io/dataset.hpp"
@@ -251,6 +261,7 @@ class Nitro {
         m_data(detail::resolve_data(m_e, kw...)),
         m_tape(m_arena) {
     m_kw.validate();  // E-KW-007, E-EMA-001, E-STOP-001
+    if (dist::replicas* r = dist::active_replicas(); r && r->size() > 1) m_dist = r;  // one replica of a job
     if (m_kw.n_devs.value != 1)
       throw error("E-CUDA-011",
                   "n_devs = " + std::to_string(m_kw.n_devs.value) + " (from the " + to_string(m_kw.n_devs.source) +
@@ -270,8 +281,15 @@ class Nitro {
     if constexpr (std::is_same_v<W0, not_given> || is_weights_keyword_v<W0>) m_opt.emplace(m_e, m_params, sched, o);
     else if constexpr (is_tree_v<W0>) m_opt.emplace(m_e, m_params, sched, o, m_kw.w0.value);
     else (void)w0_must_be_a_tree_of_tensors<W0>::ok;
+    if constexpr (optimizer_type::two_pass)
+      if (m_dist)
+        throw error("E-DIST-011",
+                    "the optimizer takes two passes (SAM/ASAM), which data-parallel training does not reduce (the first pass's gradient "
+                    "would be each rank's own)",
+                    "train SAM in one process, or use a one-pass rule under mpirun");
     setup_run_directory();
     setup_checkpoints();
+    if (m_dist) join_replicas();
   }
   Nitro(Nitro const&) = delete;  // a handle owns buffers and threads; build another instead
   Nitro& operator=(Nitro const&) = delete;
@@ -310,7 +328,10 @@ class Nitro {
   // The run's directory (empty: the handle keeps no record) — also what lets another handle name
   // this run: nitro::weights = h >> nitro::best.
   std::filesystem::path const& run_directory() const noexcept { return m_run_dir; }
-  checkpointer const* checkpoints() const noexcept { return m_ckpt ? &*m_ckpt : nullptr; }
+  checkpointer const* checkpoints() const noexcept { return m_ckpt ? &*m_ckpt : nullptr; }  // null on ranks other than 0
+  // The job this handle is one replica of (null: one process); only rank 0 writes the record.
+  dist::replicas* distributed() const noexcept { return m_dist; }
+  bool writes_records() const noexcept { return !m_dist || m_dist->writes(); }
 
   // The optimizer's part of show() (train/show.hpp): the clip threshold, the schedule keys with
   // their source and binding, one row per parameter group, the rules and where each scheduled
@@ -414,7 +435,14 @@ class Nitro {
       value = forward_backward(batch, m_params.grads(), true);
     }
     if (++m_micro == m_kw.accum.value) {
-      m_opt->update(1.0f / static_cast<float>(m_kw.accum.value));
+      float k = 1.0f;
+      if (m_dist) {  // the gradients summed over the ranks; k = 1 / ranks: the mean over the global batch
+        m_dist->set_step(step() + 1);
+        k = m_reducer->finish();
+      }
+      m_opt->update(k / static_cast<float>(m_kw.accum.value));
+      if constexpr (state_store_type::size > 0)
+        if (m_dist) dist::average_store(*m_dist, m_state, "the average of the model's state over the ranks");
       m_micro = 0;
     }
     return value;
@@ -423,6 +451,7 @@ class Nitro {
   // ---- checkpoints ----------------------------------------------------------------------------
   // A checkpoint now, whatever the policy says (a user's own loop, a signal handler's aftermath).
   void save_checkpoint() {
+    if (!writes_records()) return;  // rank 0 writes it
     if (!m_ckpt)
       throw error("E-CKPT-017", "save_checkpoint() on a handle without a checkpointer",
                   "pass nitro::kw::checkpointer = nitro::checkpoint_policy{...}");
@@ -484,8 +513,19 @@ class Nitro {
   // ---- the run --------------------------------------------------------------------------------
   std::vector<epoch_summary> train_impl(train_options const& opt) {
     auto const& split = m_data.split("train");
+    const data::loader_options lo{m_kw.batch_size.value, true, true, 2, fold(m_kw.seed.value, 2)};
+    if (m_dist) {  // this rank's shard of every global batch of the same permutation
+      dist::shard_loader<batch_type> ld(split, lo, m_dist->rank(), m_dist->size());
+      return train_loop(ld, opt);
+    }
+    data::loader<batch_type> ld(split, lo);
+    return train_loop(ld, opt);
+  }
+
+  template <class Loader>
+  std::vector<epoch_summary> train_loop(Loader& ld, train_options const& opt) {
+    auto const& split = m_data.split("train");
     const std::int64_t bs = m_kw.batch_size.value;
-    data::loader<batch_type> ld(split, {bs, true, true, 2, fold(m_kw.seed.value, 2)});
     if (ld.batches_per_epoch() == 0)
       throw error("E-DATA-008",
                   "the train split has " + std::to_string(split.size()) + " samples, fewer than one batch of " + std::to_string(bs),
@@ -522,20 +562,28 @@ class Nitro {
       std::int64_t batches = m_epoch_batch, samples = 0, trained = 0;
       double loss_sum = 0, step_loss = 0;
       while (batches < used && step() < horizon) {
-        if (m_micro == 0 && opt.stop && *opt.stop) {
+        if (m_micro == 0 && (m_dist ? m_agreed_stop : opt.stop && *opt.stop)) {
           m_run.request_stop("stop requested (SIGINT or SIGTERM) after step " + std::to_string(step()));
           break;
         }
         auto b = ld.next();
         if (!b) break;
         const double loss = train_step(*b);
-        const std::int64_t n = detail::batch_samples(*b);
+        const std::int64_t n = detail::batch_samples(*b) * (m_dist ? m_dist->size() : 1);  // the global batch's samples
         loss_sum += loss;
         step_loss += loss;
         samples += n;
         ++trained;
         m_epoch_batch = ++batches;
         if (m_micro != 0) continue;  // mid-accumulation: no optimizer step yet
+        if (m_dist) {  // every rank: the global batch's loss and the OR of the stop requests
+          m_control->start(step_loss / double(k), opt.stop && *opt.stop);
+          m_control->finish();
+          const double global = m_control->loss() * double(k);
+          loss_sum += global - step_loss;
+          step_loss = global;
+          m_agreed_stop = m_control->stop();
+        }
         for (std::size_t i = 0; i < m_sched_slots.size(); ++i) m_run.schedules().set(m_sched_slots[i], m_opt->schedule_value(i));
         if (m_kw.diagnostics.value) note_diagnostics();  // every step: the run's last, partial window is logged too
         const bool go_on = m_run.after_step(step(), m_epoch + 1, batches / k, step_loss / double(k), m_params.values(), n * k);
@@ -570,6 +618,7 @@ class Nitro {
       auto latest = m_ckpt->index().latest();
       if (!latest || latest->step != step()) write_checkpoint();  // the end of the run is always a checkpoint
     }
+    if (m_dist) m_dist->barrier("the end of training (rank 0's last checkpoint written)");  // restore_best reads it
     restore_best();
     const int epoch_now = std::max(1, m_epoch_batch > 0 ? m_epoch + 1 : m_epoch);
     for (auto const& name : opt.evaluate_after) m_run.record_eval(step(), epoch_now, name, evaluate(name));
@@ -590,9 +639,13 @@ class Nitro {
     info.max_epochs = static_cast<int>(steps_per_epoch > 0 ? (horizon + steps_per_epoch - 1) / steps_per_epoch : 0);
     info.batch_size = m_kw.batch_size.value;
     info.start_step = step();
-    if (!m_run_dir.empty() && !std::filesystem::exists(m_run_dir / "binding_report.txt"))
+    if (!writes_records()) info.dir.clear();  // only rank 0 writes the record
+    if (!info.dir.empty() && !std::filesystem::exists(m_run_dir / "binding_report.txt"))
       atomic_write(m_run_dir / "binding_report.txt", info.binding_report);  // the record's copy (the CLI writes a longer one first)
-    m_run = run_control(run_control_options_from(m_kw), with_default_loggers(to_logger_set(m_kw.logger.value), info, opt.console));
+    logger_set none;  // the other ranks log nothing: rank 0 reports the agreed values
+    none.defaults_added();
+    m_run = run_control(run_control_options_from(m_kw),
+                        writes_records() ? with_default_loggers(to_logger_set(m_kw.logger.value), info, opt.console) : std::move(none));
     m_sched_slots.clear();
     for (std::size_t i = 0; i < optimizer_type::schedule_count; ++i) m_sched_slots.push_back(m_run.schedules().declare(m_opt->schedule_key(i)));
     if (m_kw.diagnostics.value) {
@@ -633,13 +686,22 @@ class Nitro {
       g += double(gr[i]) * double(gr[i]);
       p += double(w[i]) * double(w[i]);
     }
-    const double scale = 1.0 / double(m_kw.accum.value);  // the gradient the update used: the mean over micro-batches
+    // the gradient the update used: the mean over micro-batches (and over the ranks, whose gradients were summed)
+    const double scale = 1.0 / double(m_kw.accum.value) / double(m_dist ? m_dist->size() : 1);
     m_run.extras().set(m_diag_grad, std::sqrt(g) * scale);
     m_run.extras().set(m_diag_param, std::sqrt(p));
   }
 
   metric_values evaluate_live(std::string_view split_name) {
     auto const& split = m_data.split(split_name);
+    if (m_dist) {  // this rank's block of the split, the metrics reduced over the ranks by the pair rules
+      const auto part = dist::split_shard(split, m_dist->rank(), m_dist->size());
+      data::loader<batch_type> ld(part, {m_kw.batch_size.value, false, false, 2, 0});
+      ld.start_epoch(0);
+      dist::metric_totals<metrics_struct> totals;
+      while (auto b = ld.next()) eval_step(*b, totals);
+      return finalize_metrics(m_e, totals.reduce(*m_dist, metrics_residency_of<hook::metrics>(m_e)), split_name);
+    }
     data::loader<batch_type> ld(split, {m_kw.batch_size.value, false, false, 2, 0});
     ld.start_epoch(0);
     metric_accumulator acc(metrics_residency_of<hook::metrics>(m_e));
@@ -673,6 +735,31 @@ class Nitro {
     }
   }
 
+  // What the metrics hook returns (void without one): the struct dist::metric_totals reduces.
+  static auto metrics_struct_of() {
+    if constexpr (binding_type::has_metrics)
+      return std::type_identity<std::remove_cvref_t<decltype(call_hook<hook::metrics>(std::declval<E const&>(), std::declval<batch_type const&>(),
+                                                                                       std::declval<outputs_type const&>()))>>{};
+    else return std::type_identity<void>{};
+  }
+  using metrics_struct = typename decltype(metrics_struct_of())::type;
+
+  // A replica of a data-parallel job: the same run on every rank (E-DIST-007), then rank 0's
+  // parameters, state, optimizer state and position everywhere (after weights or resume).
+  void join_replicas() {
+    m_reducer.emplace(*m_dist, m_params);
+    m_control.emplace(*m_dist);
+    dist::require_same_run(*m_dist, {m_kw.seed.value, m_kw.batch_size.value, m_kw.accum.value, param_store_type::size,
+                                     m_data.has("train") ? m_data.split("train").size() : 0});
+    dist::broadcast_store(*m_dist, m_params, "the broadcast of rank 0's parameters");
+    if constexpr (state_store_type::size > 0) dist::broadcast_store(*m_dist, m_state, "the broadcast of rank 0's model state");
+    dist::broadcast_entries(*m_dist, m_opt->state_tensors(), "the broadcast of rank 0's optimizer state");
+    std::int64_t at[2] = {m_epoch, m_epoch_batch};
+    m_dist->broadcast(at, sizeof at, "the broadcast of rank 0's position in the epochs");
+    m_epoch = static_cast<int>(at[0]);
+    m_epoch_batch = at[1];
+  }
+
   // Optimizer steps in max_epochs epochs (or max_steps): the horizon the schedules are made for.
   static std::int64_t horizon_of(data_type const& d, std::int64_t batch, int accum, int epochs, std::int64_t max_steps) {
     if (max_steps > 0) return max_steps;
@@ -680,7 +767,8 @@ class Nitro {
     return static_cast<std::int64_t>(epochs) * (d.split("train").size() / batch / accum);
   }
 
-  void eval_step(batch_type const& host_batch, metric_accumulator& acc) {
+  template <class Acc>  // metric_accumulator, or dist::metric_totals
+  void eval_step(batch_type const& host_batch, Acc& acc) {
     step_context ctx{&m_arena, nullptr, false, 0, 0};
     context_scope scope(ctx);
     batch_type batch = transfer(host_batch, false);
@@ -690,7 +778,7 @@ class Nitro {
     auto const& outputs = std::get<0>(fwd);
     if constexpr (binding_type::has_loss) {
       if (evaluation_reports_loss(binding_type::has_loss, binding_type::has_metrics, m_kw.eval_loss.value))
-        acc.add_loss(static_cast<double>(call_hook<hook::loss>(m_e, batch, outputs).item()));
+        acc.add_mean("loss", mean_of(static_cast<double>(call_hook<hook::loss>(m_e, batch, outputs).item()), 1.0));  // add_loss
     }
     if constexpr (binding_type::has_metrics) acc.add(call_hook<hook::metrics>(m_e, batch, outputs));
     m_arena.reset();
@@ -706,12 +794,17 @@ class Nitro {
       m_run_dir = ref->dir;
       m_metadata_json = ref->metadata_json.empty() ? std::string("{}") : ref->metadata_json;
       std::error_code ec;
-      std::filesystem::create_directories(m_run_dir, ec);
+      if (writes_records()) std::filesystem::create_directories(m_run_dir, ec);
       if (ec)
         throw error("E-REC-004", "cannot create the run directory '" + m_run_dir.string() + "' (" + ec.message() + ")",
                     "pass a writable run_dir or run_ref");
     } else if (checkpoint_policy_given()) {
-      m_run_dir = detail::make_run_directory(m_kw.run_dir.value, detail::run_stem(program_key<E>()));
+      if (writes_records()) m_run_dir = detail::make_run_directory(m_kw.run_dir.value, detail::run_stem(program_key<E>()));
+      if (m_dist) {  // rank 0's new directory is every rank's (restore_best reads its checkpoints)
+        std::string d = m_run_dir.string();
+        dist::broadcast_string(*m_dist, d, "the run directory");
+        m_run_dir = d;
+      }
     }
   }
 
@@ -734,7 +827,7 @@ class Nitro {
 
   void setup_checkpoints() {
     // the checkpointer: its monitor defaults to the run's monitor keyword
-    if (auto policy = checkpoint_policy_of()) {
+    if (auto policy = checkpoint_policy_of(); policy && writes_records()) {  // rank 0 writes the checkpoints
       checkpoint_policy p = std::move(*policy);
       if (p.monitor.empty()) {
         p.monitor = m_kw.monitor.value.qualified();
@@ -806,6 +899,7 @@ class Nitro {
   }
 
   void write_checkpoint() {
+    if (!m_ckpt) return;  // a rank other than 0
     safetensors_writer w;  // holds pointers: everything below stays alive until save()
     add_store(w, "params.", m_params);
     add_store(w, "state.", m_state);
@@ -922,6 +1016,11 @@ class Nitro {
   std::vector<float> m_loaded_ema;  // an EMA read by weights/resume, handed to the run when it begins
   std::int64_t m_loaded_ema_updates = 0;
   std::optional<monitor_state> m_loaded_monitor;
+  // data parallel (dist/data_parallel.hpp): all empty in one process
+  dist::replicas* m_dist = nullptr;
+  std::optional<dist::gradient_reducer<param_store_type>> m_reducer;
+  std::optional<dist::step_control> m_control;
+  bool m_agreed_stop = false;  // some rank asked to stop at the last step
 };
 
 template <class E, class... Kw>
