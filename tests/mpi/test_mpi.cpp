@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -484,6 +485,69 @@ TEST_CASE("one process: single_process is the identity and writes") {
   ld.start_epoch(0);
   while (b.step() < 5) st.step(*ld.next());
   CHECK(std::memcmp(a.param_buffer().values(), b.param_buffer().values(), sizeof(float) * H::param_store_type::size) == 0);
+}
+
+namespace dist_test {
+// SGD under SAM: two passes, which data-parallel training refuses (E-DIST-011).
+struct SamMlp {
+  float lr = 0.05f;
+  std::int64_t batch_size = 64;
+  auto build_data() const { return small_data(); }
+  auto build_model() const { return nitro::nn::chain(nitro::nn::dense<784, 8>(nitro::nn::relu), nitro::nn::dense<8, 10>()); }
+  auto forward(auto const& model, auto const& ps, auto const& st, FwdIn const& in) const { return model(in.img, ps, st); }
+  auto loss(nitro::Tensor const& logits, LossIn const& in) const { return nitro::nn::logitcrossentropy(logits, in.label); }
+  auto optimizer() const { return nitro::optim::sam(nitro::optim::sgd({.momentum = 0.9}), {.rho = 0.05}); }
+};
+NITRO_EXPERIMENT(SamMlp, lr, batch_size);
+}  // namespace dist_test
+
+TEST_CASE("the handle's own train() under a data_parallel scope equals one process's train(), valid metrics included") {
+  constexpr std::int64_t steps = 25;  // over an epoch boundary (19 batches of 64 an epoch), then the valid split
+  using H = decltype(nitro::Nitro(SgdMlp{}, nitro::seed = seed, nitro::max_steps = steps));
+  H init(SgdMlp{}, nitro::seed = seed, nitro::max_steps = steps);
+  std::optional<H> replica;
+  {
+    nitro::dist::data_parallel over(comm());
+    replica.emplace(SgdMlp{}, nitro::seed = seed, nitro::max_steps = steps);
+    CHECK((replica->distributed() != nullptr) == (comm().size() > 1));  // a job of one rank is one process
+    CHECK(replica->writes_records() == (comm().rank() == 0));
+    replica->train(false);
+  }
+  H alone(SgdMlp{}, nitro::seed = seed, nitro::max_steps = steps);
+  CHECK(alone.distributed() == nullptr);  // built outside the scope
+  alone.train(false);
+  CHECK(replica->step() == steps);
+  nitro::dist::require_identical(comm(), replica->param_buffer(), "the parameters after train()");
+  const double moved = max_abs_diff(alone, init), diff = max_abs_diff(alone, *replica);
+  MESSAGE("rank " << comm().rank() << ": train() under the scope vs alone: max |dw| = " << diff << ", training moved weights by up to " << moved);
+  CHECK(moved > 1e-2);
+  CHECK(diff <= 2e-5 * max_abs(alone));
+  // the run's history: the train loss logged each step is the global batch's, and valid's accuracy is the split's
+  const auto la = alone.history().series("train", "loss"), lb = replica->history().series("train", "loss");
+  REQUIRE(!la.empty());
+  REQUIRE(la.size() == lb.size());
+  for (std::size_t i = 0; i < la.size(); ++i) {
+    CHECK(lb[i].first == la[i].first);
+    CHECK(lb[i].second == doctest::Approx(la[i].second).epsilon(1e-5));
+  }
+  const auto va = alone.evaluate("valid"), vb = replica->evaluate("valid");  // the same values on every rank
+  CHECK(vb.at("loss") == doctest::Approx(va.at("loss")).epsilon(1e-3));     // a mean over batches: the ranks' batches differ
+}
+
+TEST_CASE("a two-pass optimizer (SAM) in a data-parallel handle is E-DIST-011") {
+  nitro::dist::data_parallel over(comm());
+  if (comm().size() == 1) {
+    nitro::Nitro h(SamMlp{});  // one process: SAM as always
+    CHECK(h.distributed() == nullptr);
+    return;
+  }
+  std::string code;
+  try {
+    nitro::Nitro h(SamMlp{});
+  } catch (nitro::error const& e) {
+    code = e.code();
+  }
+  CHECK(code == "E-DIST-011");
 }
 
 int main(int argc, char** argv) {
