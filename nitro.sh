@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The two commands of the README.
 #   ./nitro.sh train   install what is missing, build, train fashion_mlp on Fashion-MNIST (fashion_mlp run [ARGS])
-#   ./nitro.sh test    install what is missing, build everything with g++ and run every test; the unit tests again
-#                      under ASan+UBSan; clang++ (ASan+UBSan): markers, binding and the libFuzzer runs
+#   ./nitro.sh test    install what is missing, build everything with g++ and run every test; then clang++ with
+#                      ASan+UBSan: the byte-parsing and memory-indexing rooms' tests and the libFuzzer runs
 set -euo pipefail
 cd "$(dirname "$0")"
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -31,21 +31,18 @@ case "${1:-}" in
     configure build
     cmake --build build -j "$jobs"
     (cd build && ctest --output-on-failure -j "$jobs")
-    # The sanitizers over every unit test, with g++ (the precompiled header keeps this build short).
-    echo "== g++ ASan + UBSan build: unit tests"
-    configure build-asan -DNITRO_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNITRO_BUILD_BENCH=OFF -DNITRO_BUILD_EXAMPLES=OFF \
-      -DNITRO_CUDA=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DNITRO_TEST_COMPILE_FAIL=OFF
-    cmake --build build-asan -j "$jobs"
-    (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j "$jobs" -L unit)
-    # The second compiler: the markers and the binding (test_core, test_bind) and the libFuzzer runs of
-    # the checkpoint reader and the command line (which instantiate the handle and nitro::main), under
-    # clang's ASan + UBSan. (Every unit test under clang costs a quarter of an hour more on 2 cores.)
-    echo "== clang++ ASan + UBSan: markers, binding, fuzzers"
+    # The second compiler, with ASan + UBSan: the rooms that parse bytes or index memory by hand —
+    # markers and binding, IDX and loader, safetensors and checkpoints, the GEMM kernels — and the
+    # libFuzzer runs of the checkpoint reader and the command line (which instantiate the handle and
+    # nitro::main). Every unit test under the sanitizers would cost CI a quarter of an hour more on
+    # 2 cores (the trainer's tests are the largest translation units).
+    echo "== clang++ ASan + UBSan: core, binding, io, checkpoints, GEMM; fuzzers"
     configure build-clang -DCMAKE_CXX_COMPILER=clang++ -DNITRO_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNITRO_BUILD_BENCH=OFF \
       -DNITRO_BUILD_EXAMPLES=OFF -DNITRO_CUDA=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DNITRO_TEST_COMPILE_FAIL=OFF
-    cmake --build build-clang -j "$jobs" --target test_core test_bind fuzz_safetensors fuzz_replay_safetensors fuzz_cli
+    cmake --build build-clang -j "$jobs" --target test_core test_bind test_io test_checkpoint test_cpu_backend \
+      fuzz_safetensors fuzz_replay_safetensors fuzz_cli
     (cd build-clang && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j "$jobs" \
-      -R '^(unit\.test_core|unit\.test_bind|fuzz\.)')
+      -R '^(unit\.test_(core|bind|io|checkpoint|cpu_backend)|fuzz\.)')
     echo "== all tests passed"
     ;;
   *)

@@ -135,7 +135,7 @@ TEST_CASE("training steps after the first allocate nothing") {
   CHECK(g_allocations.load() == 1);
 }
 
-TEST_CASE("training steps of a CNN (conv, pooling, batch_norm, dropout, layer_norm) after the first allocate nothing") {
+TEST_CASE("training steps of a CNN (conv, pooling, batch_norm, dropout, layer_norm) after the first allocate nothing but a worker's first packing buffers") {
   if (!NITRO_ALLOC_COUNTING) {
     MESSAGE("skipped: allocation counting is off under AddressSanitizer, which owns malloc");
     return;
@@ -155,7 +155,12 @@ TEST_CASE("training steps of a CNN (conv, pooling, batch_norm, dropout, layer_no
   }
   g_counting = false;
   CHECK(steps == 20);
-  CHECK(g_allocations.load() == 0);
+  // Convolutions run their chunks' products on the pool's workers, each packing into its own
+  // thread's buffers (tensor/cpu/gemm.hpp, gemm_workspace). A worker sizes them the first time it
+  // takes such a chunk — on a loaded machine possibly only after the warm-up steps — and never
+  // again: at most two allocations per worker, once per process, whatever the number of steps.
+  const long workers = nitro::cpu::thread_pool::instance().size() - 1;
+  CHECK(g_allocations.load() <= 2 * workers);
   CHECK(running_mean() != before);  // the steps did run batch_norm in training mode
 }
 
