@@ -409,25 +409,31 @@ struct checkpoint_index {
     } catch (nlohmann::json::exception const& e) {
       throw bad(std::string("not JSON (") + e.what() + ")");
     }
+    // A whole number that fits int64 (JSON numbers beyond it parse as floats: converting those is UB).
+    auto whole = [&](nlohmann::json const& v, char const* name) -> std::int64_t {
+      if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(INT64_MAX)))
+        throw bad(std::string(name) + " is " + v.dump() + ", not a whole number of at most 19 digits");
+      return v.get<std::int64_t>();
+    };
     checkpoint_index x;
     try {
       if (!j.is_object() || j.value("format", "") != "nitro.checkpoint-index") throw bad("it is not a nitro checkpoint index");
-      if (j.at("version").get<int>() != 1) throw bad("it has version " + j.at("version").dump() + "; this nitro reads version 1");
+      if (whole(j.at("version"), "version") != 1) throw bad("it has version " + j.at("version").dump() + "; this nitro reads version 1");
       x.monitor = j.at("monitor").get<std::string>();
       const std::string mode = j.at("mode").get<std::string>();
       if (mode != "min" && mode != "max") throw bad("mode is \"" + mode + "\", not \"min\" or \"max\"");
       x.mode = mode == "min" ? monitor_mode::min : monitor_mode::max;
-      x.updated_ns = j.at("updated_ns").get<std::int64_t>();
-      x.next_seq = j.at("next_seq").get<std::int64_t>();
+      x.updated_ns = whole(j.at("updated_ns"), "updated_ns");
+      x.next_seq = whole(j.at("next_seq"), "next_seq");
       for (auto const& e : j.at("checkpoints")) {
         checkpoint_entry c;
         c.file = e.at("file").get<std::string>();
         if (c.file.empty() || c.file.find('/') != std::string::npos || c.file[0] == '.') throw bad("it lists the file name \"" + c.file + "\"");
-        c.step = e.at("step").get<std::int64_t>();
-        c.epoch = e.at("epoch").get<std::int64_t>();
-        c.batch_in_epoch = e.at("batch_in_epoch").get<std::int64_t>();
-        c.seq = e.at("seq").get<std::int64_t>();
-        c.time_ns = e.at("time_ns").get<std::int64_t>();
+        c.step = whole(e.at("step"), "step");
+        c.epoch = whole(e.at("epoch"), "epoch");
+        c.batch_in_epoch = whole(e.at("batch_in_epoch"), "batch_in_epoch");
+        c.seq = whole(e.at("seq"), "seq");
+        c.time_ns = whole(e.at("time_ns"), "time_ns");
         c.metrics = detail::metrics_from(e.at("metrics"));
         if (!x.entries.empty() && c.seq <= x.entries.back().seq) throw bad("its checkpoints are not in write order");
         x.entries.push_back(std::move(c));
