@@ -114,18 +114,7 @@ NITRO_EXPERIMENT(FashionMLP, width, two_groups, smoothing, lr, max_epochs, batch
 #ifdef NITRO_WITH_MPI  // built with MPI (CMake found it): `mpirun -np K ./fashion_mlp run ...` trains data-parallel
 #include <nitro/dist.hpp>
 
-#include <cstdlib>    // getenv
 #include <exception>  // a failure ends every rank
-
-namespace fashion {
-// Started by a launcher (mpirun, mpiexec, srun --mpi=pmix): its environment says so. Run on its own,
-// the program never initialises MPI and is exactly the one-process program.
-inline bool launched_by_mpi() {
-  for (char const* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"})
-    if (std::getenv(v)) return true;
-  return false;
-}
-}  // namespace fashion
 #endif
 
 int main(int argc, char** argv) {
@@ -133,7 +122,7 @@ int main(int argc, char** argv) {
     return nitro::main<fashion::FashionMLP<256>, fashion::FashionMLP<128>, fashion::FashionMLP<256, true>>(n, v);
   };
 #ifdef NITRO_WITH_MPI
-  if (fashion::launched_by_mpi()) {
+  if (nitro::dist::launched_by_mpi()) {  // run on its own, the program never initialises MPI
     nitro::dist::session mpi(argc, argv);  // MPI once; a failing rank ends the job (never a hang)
     // a rank waiting in a collective also sees the stop the command line's own signal handler records
     mpi.world().options().stop_requested = [] { return nitro::dist::stop_signal_received() || nitro::cli::detail::stop_requested != 0; };

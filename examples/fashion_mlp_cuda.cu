@@ -7,6 +7,10 @@
 //                                            initial weights, batches and optimizer) and compares
 //   ./fashion_mlp_cuda --n-devs 2           data parallel over two GPUs (NCCL all-reduce of the
 //                                            flat gradient buffer; each GPU trains on half the batch)
+//   mpirun -np 2 ./fashion_mlp_cuda --n-devs 4   (built with MPI and NCCL) one run over 2 processes
+//                                            x 4 GPUs, on one host or several: the NCCL communicator
+//                                            is bootstrapped through MPI; --n-devs stays devices per
+//                                            process; rank 0 prints (docs/mpi.md, "GPUs across hosts")
 //   options: --epochs N  --batch N  --seed N  --train-limit N  --data DIR  --n-devs N
 //            --path fused | fused-fp32 | cublaslt   --cpu-reference
 //
@@ -31,6 +35,11 @@
 #include <nitro/tensor/ops.hpp>
 
 #include <boost/hana/define_struct.hpp>
+
+#include <nitro/dist/replicas.hpp>
+#if defined(NITRO_WITH_MPI) && NITRO_HAVE_NCCL
+#include <nitro/dist.hpp>
+#endif
 
 #include <chrono>
 #include <cmath>
@@ -107,8 +116,10 @@ struct replica {
   std::unique_ptr<nitro::cuda::dense_optimizer<Program>> opt;
 };
 
+// `job`: the processes of an MPI launch (null: this process alone). Every process runs the same
+// loader (same seed, same permutation) and trains its replicas' slices of each global batch.
 template <nitro::cuda::dense_path Path>
-result train_on_gpu(Exp& e, nitro::data::dataset<Batch> const& data, options const& o) {
+result train_on_gpu(Exp& e, nitro::data::dataset<Batch> const& data, options const& o, nitro::dist::replicas* job) {
   using Program = nitro::cuda::dense_program<Model, Store, Path>;
   nitro::cuda::scalar_block block;  // the handle's block: Device fields first, then scheduled values
   block.bind(e);
@@ -120,27 +131,39 @@ result train_on_gpu(Exp& e, nitro::data::dataset<Batch> const& data, options con
   const Model model = e.build_model();
   Store host(true);
   init_weights(model, host, o.seed);
-  if (o.batch % o.n_devs != 0)
-    throw nitro::error("E-CUDA-013", "batch " + std::to_string(o.batch) + " does not split evenly over n_devs = " + std::to_string(o.n_devs),
-                       "use a batch size divisible by the device count");
+#if NITRO_HAVE_NCCL
+  // The devices first: across processes the plan says which GPUs this one drives.
+  std::unique_ptr<nitro::cuda::data_parallel> dp;
+  if (job && job->size() > 1) dp = std::make_unique<nitro::cuda::data_parallel>(*job, o.n_devs);
+  else if (o.n_devs > 1) dp = std::make_unique<nitro::cuda::data_parallel>(o.n_devs);
+  const int world = dp ? dp->world_size() : 1, first = dp ? dp->first_replica() : 0;
+  auto device_of = [&](int i) { return dp ? dp->device(i) : i; };
+#else
+  const int world = 1, first = 0;
+  auto device_of = [](int i) { return i; };
+#endif
+  if (o.batch % world != 0)
+    throw nitro::error("E-CUDA-013", "batch " + std::to_string(o.batch) + " does not split evenly over the " + std::to_string(world) + " replicas (processes x n_devs)",
+                       "use a batch size divisible by the number of processes times n_devs");
   std::vector<replica<Program>> reps(static_cast<std::size_t>(o.n_devs));
   for (int i = 0; i < o.n_devs; ++i) {  // every replica starts from the same host weights
     auto& r = reps[static_cast<std::size_t>(i)];
-    r.be = std::make_unique<nitro::cuda_backend>(i);
+    r.be = std::make_unique<nitro::cuda_backend>(device_of(i));
     r.prog = std::make_unique<Program>(*r.be);
     r.prog->upload(host.values());
     r.opt = std::make_unique<nitro::cuda::dense_optimizer<Program>>(*r.prog, nitro::cuda::rule_kind::adamw);
   }
 #if NITRO_HAVE_NCCL
-  std::unique_ptr<nitro::cuda::data_parallel> dp;
-  if (o.n_devs > 1) dp = std::make_unique<nitro::cuda::data_parallel>(o.n_devs);
-  std::vector<float*> grads;
+  std::vector<float*> grads, params;
   std::vector<cudaStream_t> streams;
   for (auto& r : reps) {
     grads.push_back(r.prog->grads());
+    params.push_back(r.prog->params());
     streams.push_back(r.be->compute());
   }
+  if (dp) dp->broadcast(params.data(), Store::size, 0, streams.data());  // the job's replica 0's weights everywhere
 #endif
+  const bool prints = !job || job->writes();  // rank 0 reports
   Program& prog = *reps[0].prog;
   nitro::cuda_backend& be = *reps[0].be;
 
@@ -169,7 +192,7 @@ result train_on_gpu(Exp& e, nitro::data::dataset<Batch> const& data, options con
       const long long B = b->img.batch();
       for (int i = 0; i < o.n_devs; ++i) {  // replica i: its columns of the batch (batch last: contiguous)
         auto& rp = reps[static_cast<std::size_t>(i)];
-        const auto sl = nitro::cuda::slice_of(B, i, o.n_devs);
+        const auto sl = nitro::cuda::slice_of(B, first + i, world);
         nitro::Tensor img(b->img.data() + sl.first * 784, b->img.shape().with_last(sl.count));
         nitro::Tensor label(b->label.data() + sl.first * 10, b->label.shape().with_last(sl.count));
         rp.be->mirror_scalars(block.data(), block.bytes());  // copies only when a value changed
@@ -183,26 +206,41 @@ result train_on_gpu(Exp& e, nitro::data::dataset<Batch> const& data, options con
 #endif
       ++step;
       for (auto& rp : reps) rp.opt->step(*rp.prog, {adamw}, step);
+#if NITRO_HAVE_NCCL
+      if (dp) dp->end_step(streams.data());  // at most two steps queued; a dead peer is a deadline, not a hang
+#endif
       samples += B;
     }
+#if NITRO_HAVE_NCCL
+    if (dp) dp->synchronize(streams.data(), "the epoch's last steps");
+#endif
     nitro::cuda::metric_sums sums;  // the first wait for the devices this epoch
     for (auto& rp : reps) {
       const auto s = rp.prog->read_sums();
       sums.loss += s.loss;
       sums.samples += s.samples;
     }
+    if (job && job->size() > 1) {  // the whole global batch's loss
+      double both[2] = {sums.loss, sums.samples};
+      job->sum(both, 2, "the epoch's training loss");
+      sums.loss = both[0];
+      sums.samples = both[1];
+    }
     r.train_loss = sums.mean_loss();
-    const auto valid = evaluate("valid");
-    r.valid_acc = valid.accuracy();
-    std::printf("  gpu epoch %d/%d  train loss %.4f  valid acc %.4f\n", epoch + 1, o.epochs, r.train_loss, r.valid_acc);
+    if (prints) {  // the replicas are identical: rank 0 evaluates for the job
+      const auto valid = evaluate("valid");
+      r.valid_acc = valid.accuracy();
+      std::printf("  gpu epoch %d/%d  train loss %.4f  valid acc %.4f\n", epoch + 1, o.epochs, r.train_loss, r.valid_acc);
+    }
   }
   for (auto& rp : reps) rp.be->synchronize();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.samples_per_second = double(samples) / r.seconds;
+  if (!prints) return r;
   const auto test = evaluate("test");
   r.test_acc = test.accuracy();
   r.test_loss = test.mean_loss();
-  std::printf("  transfers (device 0):");
+  std::printf("  transfers (device %d):", be.device_id());
   for (auto const& [field, c] : be.transfers()) std::printf("  %s %lld batches, %.1f MB", field.c_str(), (long long)c.transfers, c.bytes / 1e6);
   std::printf("  (idx never moves: no hook declares it)\n");
   return r;
@@ -323,44 +361,66 @@ bool parse(int argc, char** argv, options& o) {
   return true;
 }
 
+// The run of this process; `job`: the processes of an MPI launch, or null.
+int run(options const& o, nitro::dist::replicas* job) {
+  const bool across = job && job->size() > 1;
+  const bool prints = !job || job->writes();
+  const bool have_gpu = nitro::cuda::device_count() > 0;
+  if (!have_gpu && !o.cpu_reference && !across) {  // across processes: E-CUDA-006 names the rank and host
+    std::printf("fashion_mlp_cuda: SKIPPED: no CUDA device on this machine (cudaGetDeviceCount reports none)\n");
+    return 77;
+  }
+  Exp e;
+  const auto data = nitro::data::fashion_mnist({.dir = o.data, .train_limit = o.train_limit});
+  if (!have_gpu && !across) {  // the CPU reference alone: what the GPU run is compared with
+    const result cpu = train_on_cpu(e, data, o);
+    std::printf("cpu: test accuracy %.4f  test loss %.4f  %.2f s  %.0f samples/s\n", cpu.test_acc, cpu.test_loss, cpu.seconds, cpu.samples_per_second);
+    std::printf("fashion_mlp_cuda: GPU run SKIPPED: no CUDA device on this machine\n");
+    return 77;
+  }
+  if (prints)
+    std::printf("fashion_mlp_cuda: width %d, %s, %d epoch(s), batch %lld, %d device(s)%s\n", Exp{}.width.get(),
+                o.path == "fused" ? nitro::cuda::to_string(nitro::cuda::dense_path::fused_tf32)
+                : o.path == "fused-fp32" ? nitro::cuda::to_string(nitro::cuda::dense_path::fused_fp32)
+                                         : nitro::cuda::to_string(nitro::cuda::dense_path::cublaslt_fp32),
+                o.epochs, (long long)o.batch, o.n_devs, across ? (" per process x " + std::to_string(job->size()) + " processes").c_str() : "");
+  result gpu;
+  if (o.path == "fused") gpu = train_on_gpu<nitro::cuda::dense_path::fused_tf32>(e, data, o, job);
+  else if (o.path == "fused-fp32") gpu = train_on_gpu<nitro::cuda::dense_path::fused_fp32>(e, data, o, job);
+  else gpu = train_on_gpu<nitro::cuda::dense_path::cublaslt_fp32>(e, data, o, job);
+  if (!prints) return 0;
+  std::printf("gpu: test accuracy %.4f  test loss %.4f  %.2f s  %.0f samples/s\n", gpu.test_acc, gpu.test_loss, gpu.seconds, gpu.samples_per_second);
+  if (o.cpu_reference) {
+    Exp ec;
+    const result cpu = train_on_cpu(ec, data, o);
+    std::printf("cpu: test accuracy %.4f  test loss %.4f  %.2f s  %.0f samples/s\n", cpu.test_acc, cpu.test_loss, cpu.seconds, cpu.samples_per_second);
+    const double diff = std::fabs(gpu.test_acc - cpu.test_acc);
+    std::printf("gpu - cpu test accuracy: %+.4f (%s)\n", gpu.test_acc - cpu.test_acc, diff <= 0.02 ? "as on CPU" : "DIFFERS by more than 0.02");
+    if (diff > 0.02) return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   options o;
   if (!parse(argc, argv, o)) return 2;
+#if defined(NITRO_WITH_MPI) && NITRO_HAVE_NCCL
+  if (nitro::dist::launched_by_mpi()) {  // mpirun / srun: one run over every process's GPUs
+    nitro::dist::session mpi(argc, argv);
+    int code = 1;
+    try {
+      code = run(o, &mpi.world());
+    } catch (std::exception const& err) {
+      std::fprintf(stderr, "fashion_mlp_cuda (rank %d): %s\n", mpi.rank(), err.what());
+      return mpi.finish(2, err.what());  // the other ranks end too, naming this one
+    }
+    return mpi.finish(code);
+  }
+#endif
   try {
-    const bool have_gpu = nitro::cuda::device_count() > 0;
-    if (!have_gpu && !o.cpu_reference) {
-      std::printf("fashion_mlp_cuda: SKIPPED: no CUDA device on this machine (cudaGetDeviceCount reports none)\n");
-      return 77;
-    }
-    Exp e;
-    const auto data = nitro::data::fashion_mnist({.dir = o.data, .train_limit = o.train_limit});
-    if (!have_gpu) {  // the CPU reference alone: what the GPU run is compared with
-      const result cpu = train_on_cpu(e, data, o);
-      std::printf("cpu: test accuracy %.4f  test loss %.4f  %.2f s  %.0f samples/s\n", cpu.test_acc, cpu.test_loss, cpu.seconds, cpu.samples_per_second);
-      std::printf("fashion_mlp_cuda: GPU run SKIPPED: no CUDA device on this machine\n");
-      return 77;
-    }
-    std::printf("fashion_mlp_cuda: width %d, %s, %d epoch(s), batch %lld, %d device(s)\n", Exp{}.width.get(),
-                o.path == "fused" ? nitro::cuda::to_string(nitro::cuda::dense_path::fused_tf32)
-                : o.path == "fused-fp32" ? nitro::cuda::to_string(nitro::cuda::dense_path::fused_fp32)
-                                         : nitro::cuda::to_string(nitro::cuda::dense_path::cublaslt_fp32),
-                o.epochs, (long long)o.batch, o.n_devs);
-    result gpu;
-    if (o.path == "fused") gpu = train_on_gpu<nitro::cuda::dense_path::fused_tf32>(e, data, o);
-    else if (o.path == "fused-fp32") gpu = train_on_gpu<nitro::cuda::dense_path::fused_fp32>(e, data, o);
-    else gpu = train_on_gpu<nitro::cuda::dense_path::cublaslt_fp32>(e, data, o);
-    std::printf("gpu: test accuracy %.4f  test loss %.4f  %.2f s  %.0f samples/s\n", gpu.test_acc, gpu.test_loss, gpu.seconds, gpu.samples_per_second);
-    if (o.cpu_reference) {
-      Exp ec;
-      const result cpu = train_on_cpu(ec, data, o);
-      std::printf("cpu: test accuracy %.4f  test loss %.4f  %.2f s  %.0f samples/s\n", cpu.test_acc, cpu.test_loss, cpu.seconds, cpu.samples_per_second);
-      const double diff = std::fabs(gpu.test_acc - cpu.test_acc);
-      std::printf("gpu - cpu test accuracy: %+.4f (%s)\n", gpu.test_acc - cpu.test_acc, diff <= 0.02 ? "as on CPU" : "DIFFERS by more than 0.02");
-      if (diff > 0.02) return 1;
-    }
-    return 0;
+    return run(o, nullptr);
   } catch (nitro::error const& err) {
     std::fprintf(stderr, "%s\n", err.what());
     return 2;

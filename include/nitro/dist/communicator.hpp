@@ -182,6 +182,26 @@ class communicator final : public replicas {
     complete(p);
   }
 
+  // While this rank waits on something that is not an MPI request (a GPU stream running an NCCL
+  // collective, an NCCL communicator being made): another rank's failure notice, or a stop request
+  // older than the grace, ends the wait as a collective's would.
+  void check_peers(std::string_view what) override {
+    if (m_failed) throw error(m_failure_code, m_failure_sentence, m_failure_fix);
+    if (m_size > 1) receive_notice(what, nullptr);
+    if (!m_opt.stop_requested || !m_opt.stop_requested()) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (!m_stopping) {
+      m_stopping = true;
+      m_stop_seen = now;
+    }
+    if (now - m_stop_seen >= std::chrono::duration<double>(m_opt.stop_grace_seconds))
+      fail("E-DIST-005",
+           "rank " + std::to_string(m_rank) + " of " + std::to_string(m_size) + " was asked to stop (SIGTERM or SIGINT) while waiting in " + std::string(what) +
+               step_text() + ": another rank ended (the launcher stops the job when one rank dies; its message names the rank)",
+           "look for the first rank that failed in the launcher's output", false);
+  }
+  double timeout_seconds() const noexcept override { return m_opt.timeout_seconds; }
+
   // ---- failure ----------------------------------------------------------------------------------
   // Tells every other rank why this one is about to end (best effort: small messages complete
   // locally; a send to a peer that is gone is abandoned after 100 ms). Those waiting in a collective fail with E-DIST-005
@@ -317,7 +337,8 @@ class communicator final : public replicas {
     }
   }
 
-  void receive_notice(pending& p) {
+  void receive_notice(pending& p) { receive_notice(p.what, &p); }
+  void receive_notice(std::string_view what, pending* p) {
     int flag = 0;
     MPI_Status st;
     if (MPI_Iprobe(MPI_ANY_SOURCE, detail::notice_tag, m_comm, &flag, &st) != MPI_SUCCESS || !flag) return;
@@ -326,10 +347,10 @@ class communicator final : public replicas {
     std::string text(static_cast<std::size_t>(len > 0 ? len : 0), '\0');
     MPI_Recv(text.data(), len, MPI_CHAR, st.MPI_SOURCE, detail::notice_tag, m_comm, MPI_STATUS_IGNORE);
     for (std::size_t at; (at = text.find("\n  fix: ")) != std::string::npos;) text.replace(at, 8, " (its fix: ").append(")");
-    p.open = false;
+    if (p) p->open = false;
     m_notified = true;  // the failing rank told every rank itself: no need to forward its news
     fail("E-DIST-005",
-         "rank " + std::to_string(st.MPI_SOURCE) + " failed while rank " + std::to_string(m_rank) + " waited in " + std::string(p.what) + step_text() + ": " + text,
+         "rank " + std::to_string(st.MPI_SOURCE) + " failed while rank " + std::to_string(m_rank) + " waited in " + std::string(what) + step_text() + ": " + text,
          "fix what rank " + std::to_string(st.MPI_SOURCE) + " reports; every rank then ends with it");
   }
 
@@ -351,6 +372,8 @@ class communicator final : public replicas {
   collective_options m_opt;
   std::vector<pending> m_pending;
   bool m_failed = false, m_notified = false;
+  bool m_stopping = false;  // check_peers: when the stop request was first seen
+  std::chrono::steady_clock::time_point m_stop_seen{};
   std::string m_failure, m_failure_code, m_failure_sentence, m_failure_fix, m_notice;
 
   friend class session;

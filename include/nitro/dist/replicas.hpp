@@ -71,6 +71,13 @@ class replicas {
                       std::string_view what) = 0;
   virtual void barrier(std::string_view what) = 0;
 
+  // ---- while waiting on something else (a GPU stream, an NCCL communicator) -----------------------
+  // Throws what a collective would throw now: another rank's failure notice (E-DIST-005), a stop
+  // request that outlived its grace, an earlier failure. Cheap enough to call every few milliseconds.
+  virtual void check_peers(std::string_view /*what*/) {}
+  // How long a rank waits for the others (the collectives' deadline; NITRO_DIST_TIMEOUT).
+  virtual double timeout_seconds() const noexcept { return 600; }
+
  private:
   std::int64_t m_step = 0;
 };

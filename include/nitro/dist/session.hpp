@@ -30,7 +30,7 @@
 #include <mpi.h>
 
 #include <csignal>      // signal
-#include <cstdlib>      // _Exit
+#include <cstdlib>      // _Exit, getenv
 #include <exception>    // uncaught_exceptions
 #include <memory>       // the world communicator
 #include <optional>     // the world communicator
@@ -38,6 +38,14 @@
 #include <string_view>  // messages
 
 namespace nitro::dist {
+
+// Whether a launcher (mpirun, mpiexec, srun --mpi=pmix) started this process: its environment says
+// so. A program that makes its session only then is, run on its own, exactly the one-process program.
+inline bool launched_by_mpi() noexcept {
+  for (char const* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"})
+    if (std::getenv(v)) return true;
+  return false;
+}
 
 extern "C" inline void nitro_dist_on_stop_signal(int) { detail::stop_signal() = 1; }
 
