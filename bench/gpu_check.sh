@@ -5,7 +5,9 @@
 #      the CPU backend, each with its max relative error;
 #   3. trains fashion_mlp for one epoch on the GPU (fused MLP, TF32) and the same run on the CPU
 #      backend, and compares their test accuracy;
-#   4. prints the throughput of the fused MLP against the cuBLASLt path, widths 32/64/128, batches
+#   4. where Open MPI is installed: the same epoch under mpirun, one rank per GPU, through the NCCL
+#      communicator bootstrapped over MPI;
+#   5. prints the throughput of the fused MLP against the cuBLASLt path, widths 32/64/128, batches
 #      2^14 .. 2^20, as samples/s and as a fraction of the chip's peak.
 #
 # Usage
@@ -155,6 +157,14 @@ if [[ ${ngpu:-0} -ge 2 ]]; then
   timeout 180 "$BUILD/kernels/fashion_mlp_cuda" --epochs 1 --n-devs "$ngpu" --batch $((128 * ngpu)) || fail 9 "fashion_mlp_cuda --n-devs"
 else
   echo "n_devs: the multi-GPU epoch is SKIPPED: one GPU here (test_gpu checked NCCL on one device)"
+fi
+
+if command -v mpirun >/dev/null && grep -q NITRO_WITH_MPI "$BUILD/build.ninja" "$BUILD"/kernels/CMakeFiles/fashion_mlp_cuda.dir/flags.make 2>/dev/null; then
+  say "MPI: the NCCL communicator bootstrapped through MPI (one rank per GPU, n_devs = 1)"
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 180 mpirun -np "${ngpu:-1}" --oversubscribe \
+    "$BUILD/kernels/fashion_mlp_cuda" --epochs 1 --batch $((128 * ${ngpu:-1})) || fail 10 "mpirun fashion_mlp_cuda"
+else
+  echo "MPI: SKIPPED (no mpirun here, or the build found no MPI); the bootstrap's CPU half is CI's mpi.nccl"
 fi
 
 say "throughput: fused MLP against cuBLASLt"

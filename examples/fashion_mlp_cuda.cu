@@ -134,7 +134,7 @@ result train_on_gpu(Exp& e, nitro::data::dataset<Batch> const& data, options con
 #if NITRO_HAVE_NCCL
   // The devices first: across processes the plan says which GPUs this one drives.
   std::unique_ptr<nitro::cuda::data_parallel> dp;
-  if (job && job->size() > 1) dp = std::make_unique<nitro::cuda::data_parallel>(*job, o.n_devs);
+  if (job) dp = std::make_unique<nitro::cuda::data_parallel>(*job, o.n_devs);  // under mpirun, even -np 1
   else if (o.n_devs > 1) dp = std::make_unique<nitro::cuda::data_parallel>(o.n_devs);
   const int world = dp ? dp->world_size() : 1, first = dp ? dp->first_replica() : 0;
   auto device_of = [&](int i) { return dp ? dp->device(i) : i; };
@@ -363,7 +363,7 @@ bool parse(int argc, char** argv, options& o) {
 
 // The run of this process; `job`: the processes of an MPI launch, or null.
 int run(options const& o, nitro::dist::replicas* job) {
-  const bool across = job && job->size() > 1;
+  const bool across = job != nullptr;  // under a launcher: the job's communicator, whatever its size
   const bool prints = !job || job->writes();
   const bool have_gpu = nitro::cuda::device_count() > 0;
   if (!have_gpu && !o.cpu_reference && !across) {  // across processes: E-CUDA-006 names the rank and host
@@ -383,7 +383,7 @@ int run(options const& o, nitro::dist::replicas* job) {
                 o.path == "fused" ? nitro::cuda::to_string(nitro::cuda::dense_path::fused_tf32)
                 : o.path == "fused-fp32" ? nitro::cuda::to_string(nitro::cuda::dense_path::fused_fp32)
                                          : nitro::cuda::to_string(nitro::cuda::dense_path::cublaslt_fp32),
-                o.epochs, (long long)o.batch, o.n_devs, across ? (" per process x " + std::to_string(job->size()) + " processes").c_str() : "");
+                o.epochs, (long long)o.batch, o.n_devs, across ? (" per process x " + std::to_string(job->size()) + " process(es)").c_str() : "");
   result gpu;
   if (o.path == "fused") gpu = train_on_gpu<nitro::cuda::dense_path::fused_tf32>(e, data, o, job);
   else if (o.path == "fused-fp32") gpu = train_on_gpu<nitro::cuda::dense_path::fused_fp32>(e, data, o, job);
