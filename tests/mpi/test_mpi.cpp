@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <optional>
@@ -532,6 +533,27 @@ TEST_CASE("the handle's own train() under a data_parallel scope equals one proce
   }
   const auto va = alone.evaluate("valid"), vb = replica->evaluate("valid");  // the same values on every rank
   CHECK(vb.at("loss") == doctest::Approx(va.at("loss")).epsilon(1e-3));     // a mean over batches: the ranks' batches differ
+}
+
+TEST_CASE("the handle's sums overlapped with backward equal sums started after backward, bit for bit") {
+  // two groups, accum = 2, clipping: the handle's train_step on this rank's shards starts each
+  // group's sum during the last micro-batch's backward from its second step on (dist/gradients.hpp);
+  // the stepper starts them all after backward. The same sums, so the same bits.
+  constexpr std::int64_t steps = 6;
+  using H = decltype(nitro::Nitro(GroupedMlp{}, nitro::seed = seed));
+  std::optional<H> overlapped;
+  {
+    nitro::dist::data_parallel over(comm());
+    overlapped.emplace(GroupedMlp{}, nitro::seed = seed);
+  }
+  H after(GroupedMlp{}, nitro::seed = seed);
+  nitro::dist::shard_loader<H::batch_type> ld(overlapped->data().split("train"), train_options(*overlapped), comm().rank(), comm().size());
+  ld.start_epoch(0, 0);
+  while (overlapped->step() < steps) overlapped->train_step(*ld.next());
+  train_sharded(after, steps);
+  REQUIRE(after.step() == steps);
+  CHECK(std::memcmp(overlapped->param_buffer().values(), after.param_buffer().values(), sizeof(float) * H::param_store_type::size) == 0);
+  nitro::dist::require_identical(comm(), overlapped->param_buffer(), "the parameters after overlapped steps");
 }
 
 TEST_CASE("a two-pass optimizer (SAM) in a data-parallel handle is E-DIST-011") {

@@ -12,11 +12,24 @@
 // already scales by 1 / accum): no extra pass over the buffer. Clipping by the global norm then sees
 // the global batch's gradient, as in one process.
 //
-// Overlap with the backward pass: a group's gradients are complete when the last tape node that
-// writes into its span has run. The tape (tensor/tape.hpp) runs opaque closures and offers no
-// callback between nodes, so today the sums start right after backward, all groups in flight at
-// once, the last group (completed first by backward) first. docs/mpi.md ("Overlap") says what seam
-// in the tape (a per-group "complete" callback) would let the same start(g) calls overlap backward.
+// Overlap with the backward pass: a group's gradients are complete once the last backward node
+// that writes into its span has run — the lowest-recorded such node, since backward runs the nodes
+// in reverse. overlap() arms the reducer for the LAST micro-batch of a step; the trainer gives it to
+// that micro-batch's tape (tape::observe_scope), which tells it the node count, each node that ran,
+// and each leaf gradient a node asks for (tape::grad). The reducer keeps a schedule — for each group,
+// the lowest node that touched it — learned on a step that runs without overlap: the first one, and
+// any whose tape differs from the learned one (node count or tape::fingerprint). On later steps it
+// starts group g's sum right after that node ran, so the sums of the last layers run while backward
+// computes the first ones. The groups start in one fixed order on every rank, G-1 down to 0 (MPI
+// needs the ranks' collectives in the same order, whatever each rank's schedule): a group starts
+// once its own gradients are complete and every group before it in that order has started. A group
+// no node touched is complete before backward. Safety net: a leaf gradient asked for in a group
+// whose sum already started (the schedule did not hold) is E-DIST-013, thrown before the node
+// writes — never a silently wrong gradient; a leaf gradient handed out while no node runs (a
+// closure that would keep the pointer from forward) turns the overlap off for that step. The sums
+// are the same sums as without overlap; only their start moves earlier, so the result is bit for
+// bit the same. Nothing allocates per step. Open MPI advances a started sum inside MPI calls
+// (finish() polls), so how much of it actually runs during backward is MPI's matter.
 //
 //   step_control      one tiny sum per step: the global batch's loss and "some rank asks to stop",
 //                     so every rank takes the same decision (divergence, stop) at the same step
@@ -25,11 +38,14 @@
 //   require_identical every rank holds the same bytes (E-DIST-007)
 #pragma once
 
+#include "nitro/core/error.hpp"
 #include "nitro/dist/replicas.hpp"
 #include "nitro/optim/param_store.hpp"
+#include "nitro/tensor/tape.hpp"
 
-#include <array>        // requests and labels per group
-#include <cstdint>      // int64_t
+#include <array>        // requests and labels per group, the schedule
+#include <cstdint>      // int64_t, uintptr_t
+#include <functional>   // less: is a pointer in the flat buffer
 #include <string>       // labels
 #include <type_traits>  // trivially copyable
 #include <variant>      // optimizer state entries
@@ -48,6 +64,12 @@ class gradient_reducer {
     }
     m_started.fill(false);
     m_requests.fill(-1);
+    m_complete_after.fill(tape::no_node);
+    m_touched.fill(tape::no_node);
+    m_observer.ctx = this;
+    m_observer.backward_begins = [](void* c, std::size_t n) { static_cast<gradient_reducer*>(c)->backward_begins(n); };
+    m_observer.after_node = [](void* c, std::size_t i) { static_cast<gradient_reducer*>(c)->after_node(i); };
+    m_observer.leaf_gradient = [](void* c, std::size_t i, void const* g, std::size_t) { static_cast<gradient_reducer*>(c)->leaf_gradient(i, g); };
     r.reserve_requests(group_count + 2);
   }
   gradient_reducer(gradient_reducer const&) = delete;
@@ -61,6 +83,30 @@ class gradient_reducer {
     if (s.size == 0 || m_r->size() == 1) return;
     m_requests[g] = m_r->start_sum(m_store->grads() + s.offset, s.size, m_labels[g]);
   }
+
+  // The observer for the tape of the step's LAST micro-batch (tape::observe_scope): from forward to
+  // the end of backward. Null in a job of one rank (nothing to sum). Earlier micro-batches run
+  // unobserved: their gradients are not complete.
+  tape::observer const* overlap(tape& t) noexcept {
+    if (m_r->size() == 1) return nullptr;
+    for (std::size_t g = 0; g < group_count; ++g)  // a step that threw after starting sums: they end first
+      if (m_started[g]) {
+        if (m_requests[g] >= 0) m_r->wait(m_requests[g]);
+        m_requests[g] = -1;
+        m_started[g] = false;
+      }
+    m_tape = &t;
+    m_mode = mode::armed;
+    m_outside = false;
+    m_touched.fill(tape::no_node);
+    return &m_observer;
+  }
+  // Whether the last observed backward started sums during backward (false: it learned, or ran
+  // without overlap), and how many steps learned a schedule so far.
+  bool overlapped() const noexcept { return m_last_overlapped; }
+  std::int64_t schedules_learned() const noexcept { return m_schedules_learned; }
+  // The node after which group g's sum starts (tape::no_node: no node touches it, or none learned).
+  std::size_t complete_after(std::size_t g) const noexcept { return m_complete_after[g]; }
   // Starts every group not started yet, the last first (backward completes the last layers first).
   void start_all() {
     for (std::size_t g = group_count; g-- > 0;) start(g);
@@ -69,6 +115,8 @@ class gradient_reducer {
   // by for the mean over the ranks: 1 / size.
   float finish() {
     start_all();
+    m_mode = mode::off;
+    m_tape = nullptr;
     for (std::size_t g = group_count; g-- > 0;) {
       if (m_requests[g] >= 0) m_r->wait(m_requests[g]);
       m_requests[g] = -1;
@@ -86,11 +134,96 @@ class gradient_reducer {
   }
 
  private:
+  // off: not observing; armed: overlap() was called, backward not begun; plain: this backward starts
+  // nothing (a leaf gradient was handed out outside a node); learning: it records the schedule;
+  // overlapping: it starts the sums after the scheduled nodes.
+  enum class mode { off, armed, plain, learning, overlapping };
+
+  void backward_begins(std::size_t nodes) {
+    m_last_overlapped = false;
+    if (m_mode != mode::armed) {  // outside the last micro-batch, or a second backward on one tape
+      m_mode = mode::plain;
+      return;
+    }
+    if (m_outside) {
+      m_mode = mode::plain;
+      return;
+    }
+    m_nodes = nodes;
+    m_fingerprint = m_tape->fingerprint();
+    if (m_have_schedule && nodes == m_learned_nodes && m_fingerprint == m_learned_fingerprint) {
+      m_mode = mode::overlapping;
+      m_last_overlapped = true;
+      m_next = group_count;
+      advance(nodes);  // groups no node touches are complete already
+    } else {
+      m_mode = mode::learning;
+    }
+  }
+
+  void after_node(std::size_t node) {
+    if (m_mode == mode::overlapping) {
+      advance(node);
+    } else if (m_mode == mode::learning && node == 0) {  // backward ran every node: the schedule holds for this tape
+      m_complete_after = m_touched;
+      m_learned_nodes = m_nodes;
+      m_learned_fingerprint = m_fingerprint;
+      m_have_schedule = true;
+      ++m_schedules_learned;
+    }
+  }
+
+  // Every node >= ran has run: start, in the fixed order G-1 .. 0, each group complete by then.
+  void advance(std::size_t ran) {
+    while (m_next > 0 && m_complete_after[m_next - 1] >= ran) start(--m_next);
+  }
+
+  void leaf_gradient(std::size_t node, void const* grad) {
+    float const* base = m_store->grads();
+    float const* p = static_cast<float const*>(grad);
+    std::less<float const*> before;
+    if (before(p, base) || !before(p, base + Store::size)) return;  // not this store's gradient (SAM's own buffer, a test's leaf)
+    const std::int64_t at = p - base;
+    std::size_t g = 0;
+    while (g + 1 < group_count && at >= Store::groups[g + 1].offset) ++g;
+    if (m_started[g]) schedule_broken(g, node);
+    if (node == tape::no_node) {
+      if (m_mode == mode::armed) m_outside = true;
+      return;
+    }
+    if (m_mode == mode::learning && node < m_touched[g]) m_touched[g] = node;
+  }
+
+  [[noreturn]] void schedule_broken(std::size_t g, std::size_t node) const {
+    const std::string who = node == tape::no_node ? std::string("code running outside backward's nodes")
+                                                  : "backward node " + std::to_string(node) + " (of " + std::to_string(m_nodes) + ")";
+    throw error("E-DIST-013",
+                who + " asked for a parameter gradient summed by " + m_labels[g] + " after that all-reduce had started (step " +
+                    std::to_string(m_r->step()) + ")" +
+                    ": the backward graph differs from the one whose schedule was learned (the same operations in the same order, but "
+                    "a node now writes into a group it did not write into, or writes later)",
+                "make forward record the same operations on every step, whatever the data (no branch on the batch's values before "
+                "an operation that touches the parameters); a gradient must be taken only inside a backward closure, never kept from forward");
+  }
+
   replicas* m_r;
   Store* m_store;
   std::array<std::string, group_count> m_labels;
   std::array<replicas::request, group_count> m_requests{};
   std::array<bool, group_count> m_started{};
+
+  // the overlap: the observer, the learned schedule, this step's state
+  tape::observer m_observer{};
+  tape* m_tape = nullptr;
+  mode m_mode = mode::off;
+  bool m_outside = false;  // a leaf gradient handed out outside a node since overlap()
+  bool m_have_schedule = false, m_last_overlapped = false;
+  std::array<std::size_t, group_count> m_complete_after{};  // the schedule: the lowest node touching each group
+  std::array<std::size_t, group_count> m_touched{};         // this step's, while learning
+  std::size_t m_nodes = 0, m_learned_nodes = 0;
+  std::uint64_t m_fingerprint = 0, m_learned_fingerprint = 0;
+  std::size_t m_next = group_count;  // groups m_next .. G-1 have started (the fixed order G-1 .. 0)
+  std::int64_t m_schedules_learned = 0;
 };
 
 // The per-step agreement: every rank contributes its loss (the mean over its shard) and whether it

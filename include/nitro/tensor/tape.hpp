@@ -7,6 +7,14 @@
 //
 // A "variable" is a tape slot for a gradient: intermediates get one lazily-zeroed buffer from the
 // arena; parameters are leaves whose gradient buffer is a span of their group's flat buffer.
+//
+// An observer (null by default) watches backward run: told the node count before the first node,
+// called after each node, and told whenever a leaf's gradient buffer is handed out (grad(v) of a
+// leaf) with the node asking — the data-parallel reducer (dist/gradients.hpp) learns from it which
+// node completes each parameter group and starts the group's sum right after that node. Every
+// node reaches a leaf's gradient through grad(v) while it runs, never through a pointer taken at
+// record time (no operation of nitro does; one that would is reported with node = no_node, and the
+// reducer then overlaps nothing that step). Unobserved, backward() costs one branch per call.
 #pragma once
 
 #include "nitro/tensor/arena.hpp"
@@ -15,13 +23,25 @@
 #include <cstdint>      // uint64_t
 #include <cstring>      // memset
 #include <new>          // placement new
-#include <type_traits>  // is_trivially_destructible
+#include <type_traits>  // is_trivially_destructible, remove_cvref_t
 #include <vector>       // nodes, variables
 
 namespace nitro {
 
 class tape {
  public:
+  // The node index reported for a leaf's gradient handed out while no node runs (forward, or the
+  // seed of backward).
+  static constexpr std::size_t no_node = static_cast<std::size_t>(-1);
+
+  // Watches backward (see the top of this file). Every function is set; ctx is passed back.
+  struct observer {
+    void* ctx = nullptr;
+    void (*backward_begins)(void* ctx, std::size_t nodes) = nullptr;  // before the first node runs
+    void (*after_node)(void* ctx, std::size_t node) = nullptr;        // node (its recording index) ran
+    void (*leaf_gradient)(void* ctx, std::size_t node, void const* grad, std::size_t bytes) = nullptr;  // grad(v) of a leaf
+  };
+
   explicit tape(arena& memory) : m_arena(&memory) { m_vars.reserve(256); m_nodes.reserve(256); }
 
   // A new intermediate variable of `bytes` bytes; its gradient is allocated on first use.
@@ -39,6 +59,7 @@ class tape {
   template <class T>
   T* grad(int v) {
     var& x = m_vars[static_cast<std::size_t>(v)];
+    if (x.external && m_observer) m_observer->leaf_gradient(m_observer->ctx, m_running, x.grad, x.bytes);
     if (!x.grad) {
       x.grad = m_arena->allocate(x.bytes);
       std::memset(x.grad, 0, x.bytes);
@@ -71,22 +92,76 @@ class tape {
     T* g = grad<T>(out);
     std::size_t n = m_vars[static_cast<std::size_t>(out)].bytes / sizeof(T);
     for (std::size_t i = 0; i < n; ++i) g[i] += seed;
+    if (m_observer) return observed_backward();
     for (std::size_t i = m_nodes.size(); i-- > 0;) m_nodes[i].run(m_nodes[i].fn, *this);
+  }
+
+  // The observer of the next backward() runs (null: none). It must outlive them, or be unset first
+  // (observe_scope does both).
+  void observe(observer const* o) noexcept { m_observer = o; }
+  observer const* observed_by() const noexcept { return m_observer; }
+  // The node running now in an observed backward(), else no_node.
+  std::size_t running_node() const noexcept { return m_running; }
+
+  // What the recorded nodes are: their count and, in order, which operation each one is (the type
+  // of its closure). Two steps that record the same operations in the same order have the same
+  // fingerprint; a step whose graph changed almost surely has another.
+  std::uint64_t fingerprint() const noexcept {
+    std::uint64_t h = 0xcbf29ce484222325ULL ^ m_nodes.size();
+    for (node const& x : m_nodes) h = (h ^ reinterpret_cast<std::uintptr_t>(x.run)) * 0x100000001b3ULL;
+    return h;
   }
 
   std::size_t node_count() const noexcept { return m_nodes.size(); }
   std::size_t var_count() const noexcept { return m_vars.size(); }
   arena& memory() noexcept { return *m_arena; }
 
-  // Forgets every node and variable, keeping capacity.
-  void clear() noexcept { m_vars.clear(); m_nodes.clear(); }
+  // Forgets every node and variable, keeping capacity (and the observer).
+  void clear() noexcept {
+    m_vars.clear();
+    m_nodes.clear();
+    m_running = no_node;
+  }
+
+  // Observes a tape for a scope (o may be null: nothing changes); the previous observer comes back.
+  class observe_scope {
+   public:
+    observe_scope(tape& t, observer const* o) noexcept : m_tape(&t), m_prev(t.m_observer) {
+      if (o) t.m_observer = o;
+    }
+    ~observe_scope() { m_tape->m_observer = m_prev; }
+    observe_scope(observe_scope const&) = delete;
+    observe_scope& operator=(observe_scope const&) = delete;
+
+   private:
+    tape* m_tape;
+    observer const* m_prev;
+  };
 
  private:
   struct var { void* grad; std::size_t bytes; bool external; };
   struct node { void (*run)(void*, tape&); void* fn; };
+
+  void observed_backward() {
+    observer const& o = *m_observer;
+    struct idle {  // no node runs once backward ended, also when a node (or the observer) threw
+      std::size_t& running;
+      ~idle() { running = no_node; }
+    } done{m_running};
+    o.backward_begins(o.ctx, m_nodes.size());
+    for (std::size_t i = m_nodes.size(); i-- > 0;) {
+      m_running = i;
+      m_nodes[i].run(m_nodes[i].fn, *this);
+      m_running = no_node;
+      o.after_node(o.ctx, i);
+    }
+  }
+
   arena* m_arena;
   std::vector<var> m_vars;
   std::vector<node> m_nodes;
+  observer const* m_observer = nullptr;
+  std::size_t m_running = no_node;
 };
 
 // What the operations of one step share: where intermediates live, whether gradients are being

@@ -420,6 +420,10 @@ class Nitro {
       ~cleanup() { t.clear(); a.reset(); }
     } done{m_tape, m_arena};
     batch_type batch = transfer(host_batch, false);
+    const bool last_micro = m_micro + 1 == m_kw.accum.value;
+    if (m_dist && last_micro) m_dist->set_step(step() + 1);  // the step the sums started in backward belong to
+    // data parallel: the last micro-batch's backward starts each group's sum once the group is complete
+    tape::observe_scope overlap(m_tape, m_dist && last_micro && !optimizer_type::two_pass ? m_reducer->overlap(m_tape) : nullptr);
     double value = 0;
     if constexpr (optimizer_type::two_pass) {
       std::memset(m_opt->sam_grads(), 0, sizeof(float) * static_cast<std::size_t>(param_store_type::size));
@@ -436,10 +440,7 @@ class Nitro {
     }
     if (++m_micro == m_kw.accum.value) {
       float k = 1.0f;
-      if (m_dist) {  // the gradients summed over the ranks; k = 1 / ranks: the mean over the global batch
-        m_dist->set_step(step() + 1);
-        k = m_reducer->finish();
-      }
+      if (m_dist) k = m_reducer->finish();  // the gradients summed over the ranks; k = 1 / ranks: the mean over the global batch
       m_opt->update(k / static_cast<float>(m_kw.accum.value));
       if constexpr (state_store_type::size > 0)
         if (m_dist) dist::average_store(*m_dist, m_state, "the average of the model's state over the ranks");
@@ -695,7 +696,7 @@ class Nitro {
   metric_values evaluate_live(std::string_view split_name) {
     auto const& split = m_data.split(split_name);
     if (m_dist) {  // this rank's block of the split, the metrics reduced over the ranks by the pair rules
-      const auto part = dist::split_shard(split, m_dist->rank(), m_dist->size());
+      const auto part = dist::split_shard(split, m_dist->rank(), m_dist->size(), m_kw.batch_size.value);  // whole batches: one process's
       data::loader<batch_type> ld(part, {m_kw.batch_size.value, false, false, 2, 0});
       ld.start_epoch(0);
       dist::metric_totals<metrics_struct> totals;
