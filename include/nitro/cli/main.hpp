@@ -100,7 +100,33 @@ class app {
     return find_run(run_dir, "latest");
   }
 
+  // Under mpirun (a data_parallel scope over several ranks, docs/mpi.md): `run`, `eval` and `sweep`
+  // (its points one after another, each a run of the job) are the job's: every rank takes part and
+  // rank 0 alone prints. The other commands only read or write files: rank 0 runs them as one
+  // process (its handles are not replicas) and the other ranks end at once, so nothing is printed
+  // or written twice.
   static int dispatch(context& ctx, parsed_args const& a) {
+    dist::replicas* dp = dist::active_replicas();
+    if (!dp || dp->size() == 1) return dispatch_here(ctx, a);
+    const std::string& cmd = a.command;
+    if (cmd == "sweep" && a.jobs.value_or(1) > 1)
+      throw error("E-DIST-012",
+                  "`sweep --jobs " + std::to_string(*a.jobs) + "` under mpirun: the points would each start processes of their own beside the " +
+                      std::to_string(dp->size()) + " ranks",
+                  "under mpirun drop --jobs (the job trains the points one after another, each over every rank), or launch one job per point "
+                  "(`sweep NAME --emit slurm` writes a Slurm array script)");
+    if (cmd == "run" || cmd == "eval" || (cmd == "sweep" && !a.emit)) {
+      std::ostream silent(nullptr);  // a stream without a buffer: what the other ranks would print goes nowhere
+      context job{ctx.program, ctx.self, ctx.command_line, dp->writes() ? ctx.out : silent, ctx.err};
+      return dispatch_here(job, a);
+    }
+    if (!dp->writes()) return exit_ok;
+    dist::single_process alone;
+    dist::data_parallel one_process(alone);
+    return dispatch_here(ctx, a);
+  }
+
+  static int dispatch_here(context& ctx, parsed_args const& a) {
     catalog const& c = cat();
     const std::string& cmd = a.command;
     if (cmd == "variants") {
@@ -295,6 +321,7 @@ class app {
       summary["points"].push_back(p);
       all_finished = all_finished && r.state == "finished";
     }
+    if (dist::replicas* dp = dist::active_replicas(); dp && !dp->writes()) return all_finished ? exit_ok : exit_failed;  // rank 0 writes it
     std::error_code ec;
     fs::create_directories(run_dir, ec);
     const std::string spath = (fs::path(run_dir) / ("sweep-" + name + "-" + sweep_id + ".json")).string();

@@ -12,8 +12,9 @@
 //   ld.start_epoch(epoch);                 // or start_epoch(epoch, first_batch) to resume
 //   while (auto b = ld.next()) ...         // b holds global_batch / size samples
 //
-// Evaluation: rank r reads the r-th contiguous block of the split (split_shard, no copy), so its
-// samples, concatenated in rank order, are the split in order (metrics' => concat rule).
+// Evaluation: rank r reads the r-th contiguous block of whole batches of the split (split_shard,
+// no copy), so its samples, concatenated in rank order, are the split in order (metrics' => concat
+// rule), and its batches are one process's batches (a mean over batches reduces to one process's).
 //
 // Needs no MPI header. E-DIST-001 when the global batch does not divide over the ranks.
 #pragma once
@@ -60,6 +61,22 @@ inline void check_global_batch(std::int64_t global_batch, int size) {
                     std::to_string(global_batch));
 }
 
+namespace detail {
+// Samples [first, first + count) of a split, viewing its memory.
+template <class Batch>
+data::in_memory_split<Batch> split_view(data::in_memory_split<Batch> const& split, std::int64_t first, std::int64_t count) {
+  Batch part;
+  boost::hana::for_each(boost::hana::keys(split.all()), [&](auto key) {
+    auto const& src = boost::hana::at_key(split.all(), key);
+    using Field = std::remove_cvref_t<decltype(src)>;
+    using S = typename Field::scalar;
+    const std::int64_t f = src.rank() <= 1 ? 1 : src.features();
+    boost::hana::at_key(part, key) = Field(const_cast<S*>(src.data()) + first * f, src.shape().with_last(count));
+  });
+  return data::in_memory_split<Batch>(split.name(), part);
+}
+}  // namespace detail
+
 // Rank's contiguous block of a split, viewing its memory (evaluation). E-DIST-002 when a rank
 // would get no sample.
 template <class Batch>
@@ -70,15 +87,22 @@ data::in_memory_split<Batch> split_shard(data::in_memory_split<Batch> const& spl
                     " ranks that share it",
                 "evaluate a larger split, or launch fewer ranks");
   const shard s = shard_of(split.size(), rank, size);
-  Batch part;
-  boost::hana::for_each(boost::hana::keys(split.all()), [&](auto key) {
-    auto const& src = boost::hana::at_key(split.all(), key);
-    using Field = std::remove_cvref_t<decltype(src)>;
-    using S = typename Field::scalar;
-    const std::int64_t f = src.rank() <= 1 ? 1 : src.features();
-    boost::hana::at_key(part, key) = Field(const_cast<S*>(src.data()) + s.first * f, src.shape().with_last(s.count));
-  });
-  return data::in_memory_split<Batch>(split.name(), part);
+  return detail::split_view(split, s.first, s.count);
+}
+
+// Rank's contiguous block of WHOLE batches of the split: the batches one process reads with
+// `batch` samples each (the last one partial), dealt out in order, so each rank's loader sees
+// exactly one process's batches. A per-batch value (the evaluation's "loss", a mean over batches)
+// then reduces to one process's value, and the blocks in rank order are still the split in order
+// (the => concat rule). With fewer batches than ranks, the blocks of split_shard(split, rank, size).
+template <class Batch>
+data::in_memory_split<Batch> split_shard(data::in_memory_split<Batch> const& split, int rank, int size, std::int64_t batch) {
+  const std::int64_t n = split.size();
+  const std::int64_t batches = batch > 0 ? (n + batch - 1) / batch : 0;
+  if (batches < size) return split_shard(split, rank, size);
+  const shard b = shard_of(batches, rank, size);
+  const std::int64_t first = b.first * batch, end = std::min(n, (b.first + b.count) * batch);
+  return detail::split_view(split, first, end - first);
 }
 
 // Rank's shard of every global batch of a seeded per-epoch permutation, gathered on a background
