@@ -696,7 +696,7 @@ class Nitro {
   metric_values evaluate_live(std::string_view split_name) {
     auto const& split = m_data.split(split_name);
     if (m_dist) {  // this rank's block of the split, the metrics reduced over the ranks by the pair rules
-      const auto part = dist::split_shard(split, m_dist->rank(), m_dist->size());
+      const auto part = dist::split_shard(split, m_dist->rank(), m_dist->size(), m_kw.batch_size.value);  // whole batches: one process's
       data::loader<batch_type> ld(part, {m_kw.batch_size.value, false, false, 2, 0});
       ld.start_epoch(0);
       dist::metric_totals<metrics_struct> totals;
