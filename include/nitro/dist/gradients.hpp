@@ -1,13 +1,16 @@
 // nitro/dist/gradients.hpp — keeping the ranks' copies of the model identical.
 //
 //   nitro::dist::gradient_reducer red(replicas, h.param_buffer());   // at setup (labels, requests)
-//   ... forward, loss, backward on this rank's shard (accumulated over accum micro-batches) ...
+//   ... forward, loss, backward on this rank's shard (accumulated over accum micro-batches); the
+//   last micro-batch under  tape::observe_scope watch(tape, red.overlap(tape));  starts each
+//   group's sum during its backward, right after the group's gradients are complete ...
 //   const float k = red.reduce();                 // ONE sum per parameter group, then wait
 //   optimizer.update(k / accum);                  // k = 1 / size: the mean over the global batch
 //
 // Each parameter group is one contiguous span of the flat gradient buffer (optim/param_store.hpp),
 // so a group is one collective — never one per array. start(g) begins group g's sum without
-// blocking; the trainer calls it as soon as g's gradients are complete and finish() waits for all.
+// blocking (the observer below calls it as soon as g's gradients are complete); finish() starts
+// any group not started yet and waits for all.
 // The gradients are SUMMED, and the update's gradient scale carries the 1 / size (the optimizer
 // already scales by 1 / accum): no extra pass over the buffer. Clipping by the global norm then sees
 // the global batch's gradient, as in one process.
@@ -87,7 +90,7 @@ class gradient_reducer {
   // The observer for the tape of the step's LAST micro-batch (tape::observe_scope): from forward to
   // the end of backward. Null in a job of one rank (nothing to sum). Earlier micro-batches run
   // unobserved: their gradients are not complete.
-  tape::observer const* overlap(tape& t) noexcept {
+  tape::observer const* overlap(tape& t) {
     if (m_r->size() == 1) return nullptr;
     for (std::size_t g = 0; g < group_count; ++g)  // a step that threw after starting sums: they end first
       if (m_started[g]) {
