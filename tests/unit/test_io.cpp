@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -172,4 +174,43 @@ TEST_CASE("loader: without prefetch (one buffer) every batch still arrives") {
     CHECK(n == 200);
     CHECK(first == 0);
   }
+}
+
+TEST_CASE("loader: parts of every batch, side by side, are the whole loader's batches (a data-parallel rank's shard)") {
+  auto d = nitro::data::fashion_mnist({.valid = 100, .train_limit = 1000, .test_limit = 200});
+  for (bool shuffle : {true, false}) {
+    const nitro::data::loader_options whole{.batch_size = 64, .shuffle = shuffle, .drop_last = false, .prefetch = 1, .seed = 9};
+    nitro::data::loader<nitro::data::image_batch> all(d.split("test"), whole);
+    std::vector<std::unique_ptr<nitro::data::loader<nitro::data::image_batch>>> parts;
+    for (int p = 0; p < 3; ++p) {
+      auto o = whole;
+      o.part = p;
+      o.parts = 3;
+      parts.push_back(std::make_unique<nitro::data::loader<nitro::data::image_batch>>(d.split("test"), o));
+    }
+    all.start_epoch(2, 1);  // mid-epoch, as a resume starts
+    for (auto& p : parts) p->start_epoch(2, 1);
+    std::int64_t k = 1;
+    while (auto b = all.next()) {
+      std::vector<std::int64_t> joined;
+      std::vector<float> pixels;
+      for (int p = 0; p < 3; ++p) {
+        auto s = parts[static_cast<std::size_t>(p)]->next();
+        REQUIRE(s);
+        const auto cols = parts[static_cast<std::size_t>(p)]->columns(k);
+        CHECK(s->idx.numel() == cols.count);
+        for (std::int64_t i = 0; i < s->idx.numel(); ++i) joined.push_back(s->idx[i]);
+        pixels.insert(pixels.end(), s->img.data(), s->img.data() + 784 * s->img.batch());
+      }
+      CHECK(joined == std::vector<std::int64_t>(b->idx.data(), b->idx.data() + b->idx.numel()));
+      CHECK(pixels == std::vector<float>(b->img.data(), b->img.data() + 784 * b->img.batch()));
+      ++k;
+    }
+    CHECK(k == 4);  // batches 1..3 of 200 / 64 (the last one 8 samples: parts of 2, 3, 3)
+    for (auto& p : parts) CHECK_FALSE(p->next());
+  }
+  nitro::data::loader_options bad{.batch_size = 64};
+  bad.part = 2;
+  bad.parts = 2;
+  CHECK_THROWS_WITH_AS(nitro::data::loader<nitro::data::image_batch>(d.split("test"), bad), doctest::Contains("E-DATA-009"), nitro::error);
 }

@@ -20,7 +20,6 @@
 #pragma once
 
 #include "nitro/core/error.hpp"
-#include "nitro/core/rng.hpp"
 #include "nitro/io/dataset.hpp"
 #include "nitro/io/loader.hpp"
 
@@ -28,16 +27,10 @@
 #include <boost/hana/for_each.hpp>
 #include <boost/hana/keys.hpp>
 
-#include <algorithm>           // min
-#include <condition_variable>  // hand-off between worker and consumer
-#include <cstdint>             // int64_t
-#include <exception>           // a worker's error reaches the consumer
-#include <mutex>               // the ring's lock
-#include <numeric>             // iota
-#include <optional>            // next()
-#include <string>              // messages
-#include <thread>              // the worker
-#include <vector>              // ring, order
+#include <algorithm>    // min
+#include <cstdint>      // int64_t
+#include <string>       // messages
+#include <type_traits>  // remove_cvref_t
 
 namespace nitro::dist {
 
@@ -105,157 +98,36 @@ data::in_memory_split<Batch> split_shard(data::in_memory_split<Batch> const& spl
   return detail::split_view(split, first, end - first);
 }
 
-// Rank's shard of every global batch of a seeded per-epoch permutation, gathered on a background
-// thread into a ring of buffers allocated once (the protocol of data::loader). A batch stays valid
-// until the next call to next().
+// Rank's shard of every global batch of a seeded per-epoch permutation: data::loader reading block
+// `rank` of `size` of each batch (loader_options::part/parts), so the permutation, the batches and
+// the background gathering are one process's loader's. A batch stays valid until the next call to
+// next(). E-DIST-001 when the global batch does not split evenly.
 template <class Batch>
-class shard_loader {
+class shard_loader : public data::loader<Batch> {
  public:
   // `global`: the options one process would use (batch_size is the global batch).
   shard_loader(data::in_memory_split<Batch> const& split, data::loader_options global, int rank, int size)
-      : m_split(&split), m_opt(global), m_rank(rank), m_size(size) {
-    if (global.batch_size <= 0)
-      throw error("E-DATA-006", "batch size " + std::to_string(global.batch_size) + " is not positive", "use a batch size of at least 1");
-    check_global_batch(global.batch_size, size);
-    if (m_opt.prefetch < 0) m_opt.prefetch = 0;
-    const std::size_t slots = static_cast<std::size_t>(m_opt.prefetch) + 1;
-    for (std::size_t i = 0; i < slots; ++i) m_slots.push_back({split.make_buffers(local_batch()), {}, false});
-    m_order.resize(static_cast<std::size_t>(split.size()));
-    m_worker = std::thread([this] { work(); });
-  }
-  shard_loader(shard_loader const&) = delete;
-  shard_loader& operator=(shard_loader const&) = delete;
-  ~shard_loader() {
-    {
-      std::lock_guard<std::mutex> lock(m_mutex);
-      m_stop = true;
-    }
-    m_cv.notify_all();
-    m_worker.join();
-  }
+      : data::loader<Batch>(split, sharded(global, rank, size)), m_rank(rank), m_size(size) {}
 
-  // Global batches per epoch: the same on every rank, and the same as one process's loader.
-  std::int64_t batches_per_epoch() const noexcept {
-    const std::int64_t n = m_split->size(), b = m_opt.batch_size;
-    return m_opt.drop_last ? n / b : (n + b - 1) / b;
-  }
-  std::int64_t local_batch() const noexcept { return m_opt.batch_size / m_size; }
-  // This rank's columns of global batch k (of `samples` samples; the last may be short without drop_last).
+  std::int64_t local_batch() const noexcept { return this->options().batch_size / m_size; }
+  // This rank's columns of global batch k (of the batch's samples; the last may be short without drop_last).
   shard columns(std::int64_t k) const noexcept {
-    const std::int64_t samples = std::min(m_opt.batch_size, m_split->size() - k * m_opt.batch_size);
-    return shard_of(samples, m_rank, m_size);
+    const data::batch_block c = data::loader<Batch>::columns(k);
+    return {c.first, c.count};
   }
-  data::loader_options const& options() const noexcept { return m_opt; }
   int rank() const noexcept { return m_rank; }
   int size() const noexcept { return m_size; }
 
-  // Begins epoch `epoch` at global batch `first` (an exact resume starts mid-epoch).
-  void start_epoch(std::uint64_t epoch, std::int64_t first = 0) {
-    std::unique_lock<std::mutex> lock(m_mutex);
-    ++m_generation;
-    m_epoch = epoch;
-    m_next_fill = first;
-    m_next_take = first;
-    m_end = batches_per_epoch();
-    for (auto& s : m_slots) s.ready = false;
-    m_held = false;
-    m_fill_slot = 0;
-    m_take_slot = 0;
-    m_error = nullptr;
-    m_order_ready = false;
-    lock.unlock();
-    m_cv.notify_all();
-  }
-
-  // This rank's shard of the next global batch, or nothing at the epoch's end.
-  std::optional<Batch> next() {
-    std::unique_lock<std::mutex> lock(m_mutex);
-    if (m_next_take >= m_end) return std::nullopt;
-    slot& s = m_slots[m_take_slot];
-    if (m_held) {
-      m_held = false;
-      m_cv.notify_all();
-    }
-    m_cv.wait(lock, [&] { return s.ready || m_error; });
-    if (m_error) std::rethrow_exception(m_error);
-    Batch b = s.view;
-    s.ready = false;
-    m_held = true;
-    m_take_slot = (m_take_slot + 1) % m_slots.size();
-    ++m_next_take;
-    m_cv.notify_all();
-    return b;
-  }
-
  private:
-  struct slot { Batch buffers; Batch view; bool ready; };
-
-  void work() {
-    std::unique_lock<std::mutex> lock(m_mutex);
-    while (true) {
-      m_cv.wait(lock, [&] { return m_stop || can_fill(); });
-      if (m_stop) return;
-      const std::uint64_t gen = m_generation;
-      if (!m_order_ready) {
-        const std::uint64_t epoch = m_epoch;
-        lock.unlock();
-        build_order(epoch);
-        lock.lock();
-        if (gen != m_generation) continue;
-        m_order_ready = true;
-      }
-      const std::size_t at = m_fill_slot;
-      const std::int64_t k = m_next_fill;
-      lock.unlock();
-      std::exception_ptr err;
-      Batch view;
-      try {
-        const shard c = columns(k);
-        view = m_split->gather(m_order.data() + k * m_opt.batch_size + c.first, c.count, m_slots[at].buffers);
-      } catch (...) {
-        err = std::current_exception();
-      }
-      lock.lock();
-      if (gen != m_generation) continue;
-      if (err) { m_error = err; m_cv.notify_all(); continue; }
-      m_slots[at].view = view;
-      m_slots[at].ready = true;
-      m_fill_slot = (m_fill_slot + 1) % m_slots.size();
-      ++m_next_fill;
-      m_cv.notify_all();
-    }
+  static data::loader_options sharded(data::loader_options o, int rank, int size) {
+    if (o.batch_size <= 0)
+      throw error("E-DATA-006", "batch size " + std::to_string(o.batch_size) + " is not positive", "use a batch size of at least 1");
+    check_global_batch(o.batch_size, size);
+    o.part = rank;
+    o.parts = size;
+    return o;
   }
-  bool can_fill() const {
-    if (m_next_fill >= m_end || m_error) return false;
-    const std::int64_t in_use = (m_next_fill - m_next_take) + (m_held ? 1 : 0);
-    if (in_use >= static_cast<std::int64_t>(m_slots.size())) return false;
-    return !m_slots[m_fill_slot].ready;
-  }
-  // The permutation data::loader draws for this epoch, on every rank.
-  void build_order(std::uint64_t epoch) {
-    std::iota(m_order.begin(), m_order.end(), std::int64_t{0});
-    if (m_opt.shuffle) {
-      rng g(fold(m_opt.seed, epoch));
-      shuffle(m_order.begin(), m_order.end(), g);
-    }
-  }
-
-  data::in_memory_split<Batch> const* m_split;
-  data::loader_options m_opt;
   int m_rank, m_size;
-  std::vector<slot> m_slots;
-  std::vector<std::int64_t> m_order;
-  std::mutex m_mutex;
-  std::condition_variable m_cv;
-  std::thread m_worker;
-  bool m_stop = false;
-  bool m_order_ready = false;
-  bool m_held = false;
-  std::uint64_t m_generation = 0;
-  std::uint64_t m_epoch = 0;
-  std::int64_t m_next_fill = 0, m_next_take = 0, m_end = 0;
-  std::size_t m_fill_slot = 0, m_take_slot = 0;
-  std::exception_ptr m_error;
 };
 
 }  // namespace nitro::dist

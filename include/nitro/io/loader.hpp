@@ -4,11 +4,15 @@
 // whether or not the run was interrupted before it, and a resume can start at any batch of it.
 // A ring of `prefetch + 1` batch buffers is allocated once; the worker fills buffers ahead of the
 // consumer, which receives views into them. A batch stays valid until the next call to next().
+// With loader_options::parts > 1 it reads one block of columns of every batch (a data-parallel
+// rank's shard, dist::shard_loader); the batches and their order stay one process's.
 #pragma once
 
+#include "nitro/core/error.hpp"
 #include "nitro/core/rng.hpp"
 #include "nitro/io/dataset.hpp"
 
+#include <algorithm>           // min
 #include <condition_variable>  // hand-off between worker and consumer
 #include <cstdint>             // int64_t
 #include <exception>           // exception_ptr: a worker's error reaches the consumer
@@ -26,6 +30,15 @@ struct loader_options {
   bool drop_last = true;   // training: every batch full, so shapes (and the arena) never change
   int prefetch = 2;        // batches gathered ahead of the one in use
   std::uint64_t seed = 1;
+  // Read only block `part` of `parts` of every batch: columns [n part / parts, n (part + 1) / parts)
+  // of a batch of n samples. The ranks of a data-parallel job each read their block of the same
+  // batches of the same permutation (dist::shard_loader); one process reads part 0 of 1, the whole.
+  int part = 0, parts = 1;
+};
+
+// Columns [first, first + count) of a batch.
+struct batch_block {
+  std::int64_t first = 0, count = 0;
 };
 
 template <class Batch>
@@ -34,9 +47,13 @@ class loader {
   loader(in_memory_split<Batch> const& split, loader_options opt) : m_split(&split), m_opt(opt) {
     if (opt.batch_size <= 0)
       throw error("E-DATA-006", "batch size " + std::to_string(opt.batch_size) + " is not positive", "use a batch size of at least 1");
+    if (opt.parts < 1 || opt.part < 0 || opt.part >= opt.parts)
+      throw error("E-DATA-009", "loader part " + std::to_string(opt.part) + " of " + std::to_string(opt.parts) + " does not exist",
+                  "read part 0 .. parts-1 of parts >= 1 (part 0 of 1: the whole batch)");
     if (opt.prefetch < 0) m_opt.prefetch = 0;
     const std::size_t slots = static_cast<std::size_t>(m_opt.prefetch) + 1;
-    for (std::size_t i = 0; i < slots; ++i) m_slots.push_back({split.make_buffers(opt.batch_size), {}, 0, false});
+    const std::int64_t widest = (opt.batch_size + opt.parts - 1) / opt.parts;  // the largest block of a batch
+    for (std::size_t i = 0; i < slots; ++i) m_slots.push_back({split.make_buffers(widest), {}, 0, false});
     m_order.resize(static_cast<std::size_t>(split.size()));
     m_worker = std::thread([this] { work(); });
   }
@@ -56,6 +73,12 @@ class loader {
     return m_opt.drop_last ? n / b : (n + b - 1) / b;
   }
   std::int64_t samples() const noexcept { return m_split->size(); }
+  // This loader's columns of batch k (the last batch may be short without drop_last).
+  batch_block columns(std::int64_t k) const noexcept {
+    const std::int64_t n = std::min(m_opt.batch_size, m_split->size() - k * m_opt.batch_size);
+    const std::int64_t a = n * m_opt.part / m_opt.parts, b = n * (m_opt.part + 1) / m_opt.parts;
+    return {a, b - a};
+  }
   loader_options const& options() const noexcept { return m_opt; }
   std::string const& split_name() const noexcept { return m_split->name(); }
 
@@ -120,10 +143,8 @@ class loader {
       std::exception_ptr err;
       Batch view;
       try {
-        const std::int64_t b = m_opt.batch_size;
-        const std::int64_t begin = k * b;
-        const std::int64_t n = std::min(b, m_split->size() - begin);
-        view = m_split->gather(m_order.data() + begin, n, m_slots[at].buffers);
+        const batch_block c = columns(k);
+        view = m_split->gather(m_order.data() + k * m_opt.batch_size + c.first, c.count, m_slots[at].buffers);
       } catch (...) {
         err = std::current_exception();
       }
