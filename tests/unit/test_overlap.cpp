@@ -113,6 +113,11 @@ struct recording_replicas final : nitro::dist::replicas {
   }
   void wait_all() override {}
   void reserve_requests(std::size_t) override {}
+  int progress_calls = 0;
+  std::size_t starts_at_first_progress = 0;  // of the calls since the counter was last zero
+  void progress() noexcept override {
+    if (progress_calls++ == 0) starts_at_first_progress = starts.size();
+  }
   void max(std::int64_t*, std::int64_t, std::string_view) override {}
   void broadcast(void*, std::size_t, std::string_view) override {}
   void gather(void const* mine, std::size_t bytes, std::vector<char>& all, std::vector<std::size_t>& sizes, std::string_view) override {
@@ -208,10 +213,17 @@ TEST_CASE("data parallel: from the second step, the head's sum starts before the
   CHECK(probe.seen[0].first == 1);
   CHECK(probe.seen[0].second == false);  // backward had finished
   CHECK(probe.seen[1].first == 0);
+  CHECK(rr.progress_calls == 0);  // nothing was in flight during step 1's backward
   // steps 2..4: the head's sum starts while the encoder's gradient is still untouched
   for (int s = 2; s <= 4; ++s) {
     probe.seen.clear();
+    rr.progress_calls = 0;
+    const std::size_t starts_before = rr.starts.size();
     h.train_step(*ld.next());
+    // MPI was given the chance to move the head's sum on during the rest of backward: the first
+    // progress call came after the head's start and before the encoder's
+    CHECK(rr.progress_calls > 0);
+    CHECK(rr.starts_at_first_progress == starts_before + 1);
     REQUIRE(probe.seen.size() == 2);
     CHECK(probe.seen[0].first == 1);
     CHECK(probe.seen[0].second == true);

@@ -135,6 +135,14 @@ class communicator final : public replicas {
     for (auto& p : m_pending)
       if (p.open) complete(p);
   }
+  void progress() noexcept override {
+    if (m_failed) return;
+    for (auto& p : m_pending)
+      if (p.open && p.count > 0) {
+        int done = 0;  // a completed request becomes MPI_REQUEST_NULL: wait() then sees it done at once
+        MPI_Testall(p.count, p.reqs, &done, MPI_STATUSES_IGNORE);  // an error is wait()'s to report
+      }
+  }
   void reserve_requests(std::size_t n) override {
     if (m_pending.capacity() < n) m_pending.reserve(n);
   }

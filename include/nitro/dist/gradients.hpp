@@ -31,8 +31,9 @@
 // writes — never a silently wrong gradient; a leaf gradient handed out while no node runs (a
 // closure that would keep the pointer from forward) turns the overlap off for that step. The sums
 // are the same sums as without overlap; only their start moves earlier, so the result is bit for
-// bit the same. Nothing allocates per step. Open MPI advances a started sum inside MPI calls
-// (finish() polls), so how much of it actually runs during backward is MPI's matter.
+// bit the same. Nothing allocates per step. MPI advances a started sum only inside MPI calls, so
+// after each backward node, while sums are in flight, the observer calls replicas::progress() (an
+// MPI_Testall on the open requests: microseconds, never blocking).
 //
 //   step_control      one tiny sum per step: the global batch's loss and "some rank asks to stop",
 //                     so every rank takes the same decision (divergence, stop) at the same step
@@ -167,6 +168,7 @@ class gradient_reducer {
   void after_node(std::size_t node) {
     if (m_mode == mode::overlapping) {
       advance(node);
+      if (m_next < group_count) m_r->progress();  // the started sums move on while backward runs
     } else if (m_mode == mode::learning && node == 0) {  // backward ran every node: the schedule holds for this tape
       m_complete_after = m_touched;
       m_learned_nodes = m_nodes;

@@ -57,6 +57,9 @@ class replicas {
   virtual void wait_all() = 0;
   // Room for n open requests (made at setup, so that no step allocates).
   virtual void reserve_requests(std::size_t n) = 0;
+  // Lets started sums advance without waiting for them (MPI moves a non-blocking collective on only
+  // inside an MPI call): the gradient reducer calls it between backward nodes. Never blocks, never throws.
+  virtual void progress() noexcept {}
 
   // ---- blocking collectives -----------------------------------------------------------------------
   void sum(float* data, std::int64_t n, std::string_view what) { wait(start_sum(data, n, what)); }
