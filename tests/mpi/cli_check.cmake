@@ -1,6 +1,6 @@
 # The command line under mpirun -np 2: the job's commands (eval, sweep) take every rank and print
-# once, what one process prints; the file commands (variants, check) run on rank 0 alone; sweep
-# --jobs is E-DIST-012 on every rank.
+# once, what one process prints; the file commands (variants, check) run on rank 0 alone; --help is
+# printed once; sweep --jobs is E-DIST-012 on every rank.
 #   cmake -DLAUNCH="mpirun;-np;2;..." -DEXE=.../fashion_mlp -DDIR=... -P cli_check.cmake
 file(REMOVE_RECURSE ${DIR})
 file(MAKE_DIRECTORY ${DIR})
@@ -19,7 +19,7 @@ if(NOT rc EQUAL 0)
 endif()
 
 # the same stdout from 2 ranks as from one process
-foreach(cmd "eval;latest;--run-dir;${DIR}/runs" "variants" "check;--variant;smoke")
+foreach(cmd "eval;latest;--run-dir;${DIR}/runs" "variants" "check;--variant;smoke" "run;--help")
   launch(one rc1 ${EXE} ${cmd})
   launch(two rc2 ${LAUNCH} ${EXE} ${cmd})
   if(NOT rc1 EQUAL 0 OR NOT rc2 EQUAL 0)

@@ -61,7 +61,7 @@ class app {
     try {
       parsed_args a = parse_args(argv);
       if (a.help) {
-        ctx.out << help_text(ctx.program, a.command);
+        if (dist::replicas* dp = dist::active_replicas(); !dp || dp->writes()) ctx.out << help_text(ctx.program, a.command);  // once under mpirun
         return argv.empty() ? exit_usage : exit_ok;
       }
       return dispatch(ctx, a);
