@@ -15,6 +15,7 @@
 #include <algorithm>  // all_of
 #include <atomic>     // allocation counter
 #include <cstddef>    // size_t
+#include <cstdlib>    // setenv
 #include <cstring>    // memcmp
 #include <string>
 #include <vector>
@@ -449,4 +450,38 @@ TEST_CASE("one process: no observer, no sum") {
   nitro::arena mem;
   nitro::tape t(mem);
   CHECK(red.overlap(t) == nullptr);  // a job of one rank: nothing to overlap
+}
+
+TEST_CASE("NITRO_DIST_OVERLAP=0: every sum starts after backward, on every step; another value is E-DIST-014") {
+  struct env_scope {
+    explicit env_scope(char const* v) { setenv("NITRO_DIST_OVERLAP", v, 1); }
+    ~env_scope() { unsetenv("NITRO_DIST_OVERLAP"); }
+  };
+  {
+    env_scope off("0");
+    recording_replicas rr;
+    nitro::dist::data_parallel over(rr);
+    nitro::Nitro h(Mlp3{}, nitro::seed = 5);
+    using Store = decltype(h)::param_store_type;
+    struct probe_t {
+      Store* store;
+      int starts_with_encoder_untouched = 0;
+    } probe{&h.param_buffer()};
+    rr.ctx = &probe;
+    rr.on_start = [](void* c, float const*, std::int64_t) {
+      auto& p = *static_cast<probe_t*>(c);
+      p.starts_with_encoder_untouched += all_zero(*p.store, 0);
+    };
+    auto ld = train_loader(h);
+    ld.start_epoch(0);
+    for (int s = 0; s < 4; ++s) h.train_step(*ld.next());
+    CHECK(rr.starts.size() == 8);                       // still one sum per group and step
+    CHECK(probe.starts_with_encoder_untouched == 0);    // none began before backward ended
+    CHECK(rr.progress_calls == 0);
+  }
+  {
+    env_scope bad("yes");
+    CHECK_THROWS_WITH_AS(nitro::dist::overlap_from_environment(), doctest::Contains("E-DIST-014: NITRO_DIST_OVERLAP is 'yes', not 0 or 1"), nitro::error);
+  }
+  CHECK(nitro::dist::overlap_from_environment());  // unset: on
 }

@@ -49,6 +49,7 @@
 
 #include <array>        // requests and labels per group, the schedule
 #include <cstdint>      // int64_t, uintptr_t
+#include <cstdlib>      // getenv
 #include <functional>   // less: is a pointer in the flat buffer
 #include <string>       // labels
 #include <type_traits>  // trivially copyable
@@ -56,12 +57,26 @@
 
 namespace nitro::dist {
 
+// Whether the gradient all-reduce overlaps backward: $NITRO_DIST_OVERLAP, 1 (the default) or 0. Off
+// for a model whose backward graph changes with the data in a way the schedule cannot follow
+// (E-DIST-013 says so); the sums then start after backward, as in every step's first. E-DIST-014
+// for another value.
+inline bool overlap_from_environment() {
+  char const* v = std::getenv("NITRO_DIST_OVERLAP");
+  if (!v || !*v) return true;
+  const std::string s(v);
+  if (s == "1") return true;
+  if (s == "0") return false;
+  throw error("E-DIST-014", "NITRO_DIST_OVERLAP is '" + s + "', not 0 or 1",
+              "set it to 0 (the gradient all-reduce starts after backward) or 1 (it overlaps backward: the default), or unset it");
+}
+
 template <class Store>
 class gradient_reducer {
  public:
   static constexpr std::size_t group_count = Store::group_count;
 
-  gradient_reducer(replicas& r, Store& store) : m_r(&r), m_store(&store) {
+  gradient_reducer(replicas& r, Store& store, bool overlap = overlap_from_environment()) : m_r(&r), m_store(&store), m_overlap(overlap) {
     for (std::size_t g = 0; g < group_count; ++g) {
       if constexpr (Store::layout::grouped) m_labels[g] = "the gradient all-reduce of group '" + std::string(Store::layout::group_names[g]) + "'";
       else m_labels[g] = "the gradient all-reduce";
@@ -92,7 +107,7 @@ class gradient_reducer {
   // the end of backward. Null in a job of one rank (nothing to sum). Earlier micro-batches run
   // unobserved: their gradients are not complete.
   tape::observer const* overlap(tape& t) {
-    if (m_r->size() == 1) return nullptr;
+    if (m_r->size() == 1 || !m_overlap) return nullptr;
     for (std::size_t g = 0; g < group_count; ++g)  // a step that threw after starting sums: they end first
       if (m_started[g]) {
         if (m_requests[g] >= 0) m_r->wait(m_requests[g]);
@@ -208,7 +223,8 @@ class gradient_reducer {
                     ": the backward graph differs from the one whose schedule was learned (the same operations in the same order, but "
                     "a node now writes into a group it did not write into, or writes later)",
                 "make forward record the same operations on every step, whatever the data (no branch on the batch's values before "
-                "an operation that touches the parameters); a gradient must be taken only inside a backward closure, never kept from forward");
+                "an operation that touches the parameters), or set NITRO_DIST_OVERLAP=0 (the sums start after backward); a gradient "
+                "must be taken only inside a backward closure, never kept from forward");
   }
 
   replicas* m_r;
@@ -221,6 +237,7 @@ class gradient_reducer {
   tape::observer m_observer{};
   tape* m_tape = nullptr;
   mode m_mode = mode::off;
+  bool m_overlap = true;   // NITRO_DIST_OVERLAP (overlap_from_environment)
   bool m_outside = false;  // a leaf gradient handed out outside a node since overlap()
   bool m_have_schedule = false, m_last_overlapped = false;
   std::array<std::size_t, group_count> m_complete_after{};  // the schedule: the lowest node touching each group
