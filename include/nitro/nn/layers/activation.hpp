@@ -19,6 +19,7 @@ namespace nitro::nn {
 namespace detail {
 template <class Derived>
 struct activation : stateless {
+  static constexpr bool keeps_channels = true;  // chain compares the channels across it
   template <class T>
   auto operator()(basic_tensor<T> const& x, tree<> const&, tree<> const& st) const {
     return std::pair{Derived::apply(x), st};

@@ -1,7 +1,9 @@
 // nitro/nn/layers/chain.hpp — layers applied in sequence; children are named layer_1, layer_2, ...
 //
 // Adjacent feature extents are compared by the compiler when both are fixed: chaining
-// dense<784, 128> into dense<256, 10> does not compile, and the error names both layers.
+// dense<784, 128> into dense<256, 10> does not compile, and the error names both layers. So are
+// channel counts, across the layers that keep them: conv2d<1, 8, 3>, max_pool<2>, conv2d<16, 8, 3>
+// does not compile (E-SHAPE-014), naming both convolutions and their positions.
 #pragma once
 
 #include "nitro/core/fixed_string.hpp"
@@ -28,7 +30,69 @@ struct chain_shape_mismatch {
   static constexpr bool ok = false;
 };
 
+// The diagnostic for a layer taking a different number of channels than the nearest earlier layer
+// produces, the layers between keeping the channel count (pooling, activations, dropout).
+template <class Position, class Layer> struct channels_from {};
+template <class Position, class Layer> struct channels_into {};
+template <class Producer, class Consumer>
+struct chain_channel_mismatch {
+  static_assert(always_false<Producer, Consumer>,
+                "E-SHAPE-014: in nitro::nn::chain, a layer takes a different number of channels than the layer "
+                "before it produces (see channels_from<position, producer> and channels_into<position, consumer> "
+                "above; the layers between keep the channel count). Fix: make the consumer's input channels equal "
+                "the producer's output channels.");
+  static constexpr bool ok = false;
+};
+
 namespace detail {
+template <class L> constexpr std::int64_t in_channels_of() {
+  if constexpr (requires { L::in_channels; }) return L::in_channels;
+  else return dynamic;
+}
+template <class L> constexpr std::int64_t out_channels_of() {
+  if constexpr (requires { L::out_channels; }) return L::out_channels;
+  else return dynamic;
+}
+template <class L> constexpr bool keeps_channels() {
+  if constexpr (requires { L::keeps_channels; }) return L::keeps_channels;
+  else return false;
+}
+// The first channel mismatch of a chain: {producer, consumer} indices, or {-1, -1}. A layer with
+// out_channels sets the count; one that keeps_channels passes it on; any other (flatten, dense)
+// forgets it.
+struct channel_pair { int producer = -1, consumer = -1; };
+template <class... L>
+constexpr channel_pair first_channel_mismatch() {
+  constexpr std::size_t n = sizeof...(L);
+  const std::int64_t ins[n + 1] = {in_channels_of<L>()..., dynamic};
+  const std::int64_t outs[n + 1] = {out_channels_of<L>()..., dynamic};
+  const bool keeps[n + 1] = {keeps_channels<L>()..., false};
+  std::int64_t channels = dynamic;
+  int from = -1;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (ins[i] != dynamic && channels != dynamic && ins[i] != channels) return {from, static_cast<int>(i)};
+    if (outs[i] != dynamic) {
+      channels = outs[i];
+      from = static_cast<int>(i);
+    } else if (!keeps[i]) {
+      channels = dynamic;
+      from = -1;
+    }
+  }
+  return {};
+}
+template <class... L>
+constexpr bool check_channels() {
+  constexpr channel_pair m = first_channel_mismatch<L...>();
+  if constexpr (m.consumer >= 0) {
+    using Ls = std::tuple<L...>;
+    return chain_channel_mismatch<channels_from<layer_position<m.producer + 1>, std::tuple_element_t<m.producer, Ls>>,
+                                  channels_into<layer_position<m.consumer + 1>, std::tuple_element_t<m.consumer, Ls>>>::ok;
+  } else {
+    return true;
+  }
+}
+
 template <std::size_t I, class A, class B>
 constexpr bool check_adjacent() {
   if constexpr (A::out_features != dynamic && B::in_features != dynamic && A::out_features != B::in_features)
@@ -62,6 +126,7 @@ template <class... Layers>
 struct chain_layer {
   static_assert((layer<Layers> && ...), "nitro::nn::chain: every argument must be a nitro layer");
   static_assert(detail::check_chain<Layers...>(std::make_index_sequence<(sizeof...(Layers) > 0 ? sizeof...(Layers) - 1 : 0)>{}));
+  static_assert(detail::check_channels<Layers...>());
 
   template <std::size_t... I>
   static auto param_tree(std::index_sequence<I...>) -> tree<entry<layer_name<I + 1>(), typename Layers::param_spec>...>;

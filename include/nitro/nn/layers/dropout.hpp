@@ -38,6 +38,7 @@ inline constexpr std::uint64_t dropout_stream = 0x64726f706f7574ULL;  // "dropou
 }  // namespace detail
 
 struct dropout_layer : stateless {
+  static constexpr bool keeps_channels = true;  // chain compares the channels across it
   double p = 0.5;
 
   std::string describe() const {
