@@ -13,43 +13,7 @@
 #include <new>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define NITRO_ALLOC_COUNTING 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define NITRO_ALLOC_COUNTING 0
-#endif
-#endif
-#ifndef NITRO_ALLOC_COUNTING
-#define NITRO_ALLOC_COUNTING 1
-#endif
-
-namespace {
-std::atomic<long> g_allocations{0};
-std::atomic<bool> g_counting{false};
-inline void note() { if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed); }
-}  // namespace
-
-#if NITRO_ALLOC_COUNTING
-extern "C" {
-void* __libc_malloc(std::size_t);
-void* __libc_calloc(std::size_t, std::size_t);
-void* __libc_realloc(void*, std::size_t);
-void* __libc_memalign(std::size_t, std::size_t);
-void __libc_free(void*);
-void* malloc(std::size_t n) { note(); return __libc_malloc(n); }
-void* calloc(std::size_t a, std::size_t b) { note(); return __libc_calloc(a, b); }
-void* realloc(void* p, std::size_t n) { note(); return __libc_realloc(p, n); }
-void free(void* p) { __libc_free(p); }
-void* aligned_alloc(std::size_t a, std::size_t n) { note(); return __libc_memalign(a, n); }
-void* memalign(std::size_t a, std::size_t n) { note(); return __libc_memalign(a, n); }
-int posix_memalign(void** out, std::size_t a, std::size_t n) {
-  note();
-  *out = __libc_memalign(a, n);
-  return *out ? 0 : 12;
-}
-}
-#endif
+#include "alloc_counter.hpp"
 
 namespace alloc_test {
 struct FwdIn { BOOST_HANA_DEFINE_STRUCT(FwdIn, (nitro::Tensor, img)); };
@@ -109,7 +73,7 @@ NITRO_EXPERIMENT(Tuned, smoothing, batch_size);
 }  // namespace alloc_test
 
 TEST_CASE("training steps after the first allocate nothing") {
-  if (!NITRO_ALLOC_COUNTING) {
+  if (!NITRO_TEST_ALLOC_COUNTING) {
     MESSAGE("skipped: allocation counting is off under AddressSanitizer, which owns malloc");
     return;
   }
@@ -136,7 +100,7 @@ TEST_CASE("training steps after the first allocate nothing") {
 }
 
 TEST_CASE("training steps of a CNN (conv, pooling, batch_norm, dropout, layer_norm) after the first allocate nothing but a worker's first packing buffers") {
-  if (!NITRO_ALLOC_COUNTING) {
+  if (!NITRO_TEST_ALLOC_COUNTING) {
     MESSAGE("skipped: allocation counting is off under AddressSanitizer, which owns malloc");
     return;
   }
@@ -165,7 +129,7 @@ TEST_CASE("training steps of a CNN (conv, pooling, batch_norm, dropout, layer_no
 }
 
 TEST_CASE("optimizer steps (groups, ASAM, accumulation, clipping, schedules) after the first allocate nothing") {
-  if (!NITRO_ALLOC_COUNTING) {
+  if (!NITRO_TEST_ALLOC_COUNTING) {
     MESSAGE("skipped: allocation counting is off under AddressSanitizer, which owns malloc");
     return;
   }
@@ -205,7 +169,7 @@ struct step_counter : nitro::run_logger {
 }  // namespace alloc_test
 
 TEST_CASE("train() with loggers, EMA, diagnostics and a checkpointer: a step allocates nothing, logged steps included") {
-  if (!NITRO_ALLOC_COUNTING) {
+  if (!NITRO_TEST_ALLOC_COUNTING) {
     MESSAGE("skipped: allocation counting is off under AddressSanitizer, which owns malloc");
     return;
   }

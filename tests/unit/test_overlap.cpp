@@ -21,43 +21,7 @@
 #include <vector>
 
 // ---- counting allocations (the observer allocates nothing per step), as test_alloc.cpp ----------
-#if defined(__SANITIZE_ADDRESS__)
-#define NITRO_OVERLAP_ALLOC_COUNTING 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define NITRO_OVERLAP_ALLOC_COUNTING 0
-#endif
-#endif
-#ifndef NITRO_OVERLAP_ALLOC_COUNTING
-#define NITRO_OVERLAP_ALLOC_COUNTING 1
-#endif
-
-namespace {
-std::atomic<long> g_allocations{0};
-std::atomic<bool> g_counting{false};
-inline void note() { if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed); }
-}  // namespace
-
-#if NITRO_OVERLAP_ALLOC_COUNTING
-extern "C" {
-void* __libc_malloc(std::size_t);
-void* __libc_calloc(std::size_t, std::size_t);
-void* __libc_realloc(void*, std::size_t);
-void* __libc_memalign(std::size_t, std::size_t);
-void __libc_free(void*);
-void* malloc(std::size_t n) { note(); return __libc_malloc(n); }
-void* calloc(std::size_t a, std::size_t b) { note(); return __libc_calloc(a, b); }
-void* realloc(void* p, std::size_t n) { note(); return __libc_realloc(p, n); }
-void free(void* p) { __libc_free(p); }
-void* aligned_alloc(std::size_t a, std::size_t n) { note(); return __libc_memalign(a, n); }
-void* memalign(std::size_t a, std::size_t n) { note(); return __libc_memalign(a, n); }
-int posix_memalign(void** out, std::size_t a, std::size_t n) {
-  note();
-  *out = __libc_memalign(a, n);
-  return *out ? 0 : 12;
-}
-}
-#endif
+#include "alloc_counter.hpp"
 
 namespace overlap_test {
 
@@ -415,7 +379,7 @@ TEST_CASE("data parallel: with accum = 2 the first micro-batch starts nothing, t
 }
 
 TEST_CASE("data parallel: the observer allocates nothing per step after the first") {
-  if (!NITRO_OVERLAP_ALLOC_COUNTING) {
+  if (!NITRO_TEST_ALLOC_COUNTING) {
     MESSAGE("skipped: allocation counting is off under AddressSanitizer, which owns malloc");
     return;
   }

@@ -18,50 +18,7 @@
 #include <vector>
 
 // ---- counting allocations (the accumulator and the EMA allocate nothing per batch) ---------------
-#if defined(__SANITIZE_ADDRESS__)
-#define NITRO_TRAINER_ALLOC_COUNTING 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define NITRO_TRAINER_ALLOC_COUNTING 0
-#endif
-#endif
-#ifndef NITRO_TRAINER_ALLOC_COUNTING
-#define NITRO_TRAINER_ALLOC_COUNTING 1
-#endif
-
-namespace {
-std::atomic<long> g_allocations{0};
-std::atomic<bool> g_counting{false};
-inline void note_alloc() {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
-}
-struct counting {
-  counting() { g_allocations = 0; g_counting = true; }
-  ~counting() { g_counting = false; }
-  long count() const { return g_allocations.load(); }
-};
-}  // namespace
-
-#if NITRO_TRAINER_ALLOC_COUNTING
-extern "C" {
-void* __libc_malloc(std::size_t);
-void* __libc_calloc(std::size_t, std::size_t);
-void* __libc_realloc(void*, std::size_t);
-void* __libc_memalign(std::size_t, std::size_t);
-void __libc_free(void*);
-void* malloc(std::size_t n) { note_alloc(); return __libc_malloc(n); }
-void* calloc(std::size_t a, std::size_t b) { note_alloc(); return __libc_calloc(a, b); }
-void* realloc(void* p, std::size_t n) { note_alloc(); return __libc_realloc(p, n); }
-void free(void* p) { __libc_free(p); }
-void* aligned_alloc(std::size_t a, std::size_t n) { note_alloc(); return __libc_memalign(a, n); }
-void* memalign(std::size_t a, std::size_t n) { note_alloc(); return __libc_memalign(a, n); }
-int posix_memalign(void** out, std::size_t a, std::size_t n) {
-  note_alloc();
-  *out = __libc_memalign(a, n);
-  return *out ? 0 : 12;
-}
-}
-#endif
+#include "alloc_counter.hpp"
 
 namespace fs = std::filesystem;
 
@@ -425,7 +382,7 @@ TEST_SUITE("metrics") {
   }
 
   TEST_CASE("accumulating allocates nothing per batch after the first (reserved concatenations)") {
-    if (!NITRO_TRAINER_ALLOC_COUNTING) return;
+    if (!NITRO_TEST_ALLOC_COUNTING) return;
     nitro::metric_accumulator acc;
     acc.reserve_samples(40);
     auto score = t({0.5f, 0.25f, 0.125f, 1.0f}, {4});
@@ -530,7 +487,7 @@ TEST_SUITE("ema") {
     CHECK_THROWS_WITH_AS(nitro::ema_weights({.decay = 0.9, .warmup = true, .debias = true}, w.data(), 1000), doctest::Contains("E-EMA-001"),
                          nitro::error);
     nitro::ema_weights ema({.decay = 0.99, .warmup = true}, w.data(), 1000);
-    if (NITRO_TRAINER_ALLOC_COUNTING) {
+    if (NITRO_TEST_ALLOC_COUNTING) {
       counting c;
       for (int s = 1; s <= 50; ++s) ema.update(w.data(), s);
       CHECK(c.count() == 0);
@@ -705,7 +662,7 @@ TEST_SUITE("run control") {
   }
 
   TEST_CASE("logged steps allocate nothing: the history reserves its rows for the horizon") {
-    if (!NITRO_TRAINER_ALLOC_COUNTING) return;
+    if (!NITRO_TEST_ALLOC_COUNTING) return;
     nitro::run_control rc({.ema = {.decay = 0.9}, .log_every_n_steps = 2}, nitro::loggers(nitro::no_loggers));
     auto eta = rc.schedules().declare("eta");
     auto norm = rc.extras().declare("grad_norm");
@@ -948,7 +905,7 @@ TEST_SUITE("loggers") {
   }
 
   TEST_CASE("the built-in loggers write a logged step without allocating") {
-    if (!NITRO_TRAINER_ALLOC_COUNTING) return;
+    if (!NITRO_TEST_ALLOC_COUNTING) return;
     auto dir = tmp_dir("alloc");
     auto info = info_for(1000, 1);
     info.dir = dir;
