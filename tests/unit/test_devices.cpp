@@ -96,4 +96,6 @@ TEST_CASE("one process: the plan through single_process replicas is device 0 .. 
   CHECK_NOTHROW(nd::require_distinct_devices(one, {uuid(7), uuid(8)}, 2, "here"));
   CHECK(error_of([&] { nd::require_distinct_devices(one, {uuid(7), uuid(7)}, 2, "here"); }).find("E-CUDA-014") != std::string::npos);
   CHECK(nd::uuid_text(uuid(0x3c)) == "GPU-ab000000-0000-0000-0000-00000000003c");
+  // fewer UUIDs than n_devs: a coded error, never a read past the report
+  CHECK(error_of([&] { nd::require_distinct_devices(one, {uuid(7)}, 2, "here"); }).find("E-DIST-007: rank 0 reported 1 GPU UUIDs, not n_devs = 2") != std::string::npos);
 }

@@ -158,10 +158,14 @@ inline void require_distinct_devices(replicas& job, std::vector<device_uuid> con
   std::vector<std::vector<device_uuid>> uuids(sizes.size());
   std::vector<std::string> hosts(sizes.size());
   std::size_t at = 0;
+  const std::size_t n = n_devs > 0 ? static_cast<std::size_t>(n_devs) : 0;
   for (std::size_t k = 0; k < sizes.size(); ++k) {
-    const std::size_t n = static_cast<std::size_t>(n_devs);
+    if (sizes[k] < 16 * n)  // a rank reported fewer devices than n_devs: never read past its report
+      throw error("E-DIST-007",
+                  "rank " + std::to_string(k) + " reported " + std::to_string(sizes[k] / 16) + " GPU UUIDs, not n_devs = " + std::to_string(n_devs),
+                  "pass every rank the same n_devs and one UUID for each of its devices");
     uuids[k].resize(n);
-    for (std::size_t i = 0; i < n && 16 * (i + 1) <= sizes[k]; ++i) std::memcpy(uuids[k][i].data(), all.data() + at + 16 * i, 16);
+    for (std::size_t i = 0; i < n; ++i) std::memcpy(uuids[k][i].data(), all.data() + at + 16 * i, 16);
     hosts[k].assign(all.data() + at + 16 * n, sizes[k] - 16 * n);
     at += sizes[k];
   }
