@@ -22,7 +22,7 @@
 //
 // Trained with AdamW under PyTorch's OneCycleLR curve (the learning rate, and beta1 cycled the other
 // way, as OneCycleLR's default cycle_momentum does for Adam).
-#include <nitro/nitro.hpp>
+#include <nitro/main.hpp>
 
 #include <cstdint>
 
@@ -111,31 +111,6 @@ NITRO_EXPERIMENT(FashionMLP, width, two_groups, smoothing, lr, max_epochs, batch
 }  // namespace fashion
 
 #ifndef NITRO_FASHION_MLP_NO_MAIN  // tests include this file for its experiment
-#ifdef NITRO_WITH_MPI  // built with MPI (CMake found it): `mpirun -np K ./fashion_mlp run ...` trains data-parallel
-#include <nitro/dist.hpp>
-
-#include <exception>  // a failure ends every rank
-#endif
-
-int main(int argc, char** argv) {
-  const auto run = [](int n, char** v) {
-    return nitro::main<fashion::FashionMLP<256>, fashion::FashionMLP<128>, fashion::FashionMLP<256, true>>(n, v);
-  };
-#ifdef NITRO_WITH_MPI
-  if (nitro::dist::launched_by_mpi()) {  // run on its own, the program never initialises MPI
-    nitro::dist::session mpi(argc, argv);  // MPI once; a failing rank ends the job (never a hang)
-    // a rank waiting in a collective also sees the stop the command line's own signal handler records
-    mpi.world().options().stop_requested = [] { return nitro::dist::stop_signal_received() || nitro::cli::detail::stop_requested != 0; };
-    nitro::dist::data_parallel over(mpi.world());  // every handle is one replica; rank 0 writes the record
-    int code = 1;
-    try {
-      code = run(argc, argv);
-    } catch (std::exception const& e) {
-      return mpi.finish(1, e.what());
-    }
-    return mpi.finish(code);
-  }
-#endif
-  return run(argc, argv);
-}
+// One line, also under mpirun: built with MPI (nitro::mpi), `mpirun -np K ./fashion_mlp run` trains data-parallel.
+int main(int argc, char** argv) { return nitro::main<fashion::FashionMLP<256>, fashion::FashionMLP<128>, fashion::FashionMLP<256, true>>(argc, argv); }
 #endif

@@ -25,8 +25,8 @@
 #include <nitro/core/markers.hpp>
 #include <nitro/core/reflect.hpp>
 #include <nitro/core/rng.hpp>
-#include <nitro/io/fashion_mnist.hpp>
-#include <nitro/io/loader.hpp>
+#include <nitro/data/fashion_mnist.hpp>
+#include <nitro/data/loader.hpp>
 #include <nitro/nn/layers/chain.hpp>
 #include <nitro/nn/layers/dense.hpp>
 #include <nitro/nn/losses.hpp>

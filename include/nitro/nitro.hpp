@@ -1,9 +1,12 @@
-// nitro/nitro.hpp — the one include a user needs.
+// nitro/nitro.hpp — the one include a user needs for an experiment and its handle.
 //
 // An experiment is a C++ struct; its fields say where each value lives (GraphConst, Device,
 // Host) and its member functions are hooks found by name at compile time. See README.md.
+// The command line (nitro::main) is nitro/main.hpp, apart, so a trainer with its own main compiles
+// less. The rooms below come in their order (docs/architecture.md).
 #pragma once
 
+#include "nitro/core/cache_stats.hpp"
 #include "nitro/core/error.hpp"
 #include "nitro/core/fixed_string.hpp"
 #include "nitro/core/markers.hpp"
@@ -32,6 +35,7 @@
 #include "nitro/nn/layers/norm.hpp"
 #include "nitro/nn/layers/pool.hpp"
 #include "nitro/nn/losses.hpp"
+#include "nitro/nn/metrics.hpp"
 
 #include "nitro/optim/anchor.hpp"
 #include "nitro/optim/group.hpp"
@@ -47,23 +51,26 @@
 #include "nitro/optim/schedule.hpp"
 #include "nitro/optim/schedule_map.hpp"
 
-#include "nitro/io/dataset.hpp"
-#include "nitro/io/fashion_mnist.hpp"
-#include "nitro/io/loader.hpp"
+#include "nitro/data/dataset.hpp"
+#include "nitro/data/fashion_mnist.hpp"
+#include "nitro/data/loader.hpp"
 
-#include "nitro/io/atomic_file.hpp"
-#include "nitro/io/checkpoint.hpp"
-#include "nitro/io/safetensors.hpp"
-#include "nitro/io/weights_ref.hpp"
+#include "nitro/record/atomic_file.hpp"
+#include "nitro/record/checkpoint.hpp"
+#include "nitro/record/history.hpp"
+#include "nitro/record/logger.hpp"
+#include "nitro/record/loggers/console.hpp"
+#include "nitro/record/loggers/csv.hpp"
+#include "nitro/record/loggers/defaults.hpp"
+#include "nitro/record/loggers/jsonl.hpp"
+#include "nitro/record/loggers/tensorboard.hpp"
+#include "nitro/record/safetensors.hpp"
+#include "nitro/record/weights_ref.hpp"
 
-#include "nitro/train/cache_stats.hpp"
 #include "nitro/train/divergence.hpp"
 #include "nitro/train/early_stop.hpp"
 #include "nitro/train/ema.hpp"
-#include "nitro/train/history.hpp"
 #include "nitro/train/keywords.hpp"
-#include "nitro/train/logger.hpp"
-#include "nitro/train/metrics.hpp"
 #include "nitro/train/nitro.hpp"
 #include "nitro/train/run_control.hpp"
 #include "nitro/train/show.hpp"
@@ -74,13 +81,5 @@
 #include "nitro/knobs/records.hpp"
 #include "nitro/knobs/selection.hpp"
 #include "nitro/knobs/sweep_points.hpp"
-
-#include "nitro/cli/main.hpp"
-
-#include "nitro/io/loggers/console.hpp"
-#include "nitro/io/loggers/csv.hpp"
-#include "nitro/io/loggers/defaults.hpp"
-#include "nitro/io/loggers/jsonl.hpp"
-#include "nitro/io/loggers/tensorboard.hpp"
 
 #include <boost/hana/define_struct.hpp>  // BOOST_HANA_DEFINE_STRUCT for batch and hook-input structs

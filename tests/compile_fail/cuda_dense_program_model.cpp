@@ -3,7 +3,7 @@
 // EXPECT: dense_program_needs_dense_layers<
 // EXPECT: not_a_dense_layer<nitro::nn::softmax_t>
 // EXPECT: E-CUDA-102
-#include <nitro/tensor/cuda/mlp_traits.hpp>
+#include <nitro/nn/cuda/mlp_traits.hpp>
 
 int main() {
 #ifdef NITRO_COMPILE_FAIL

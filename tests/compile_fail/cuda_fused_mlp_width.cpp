@@ -3,7 +3,7 @@
 // EXPECT: fused_mlp_unsupported<
 // EXPECT: width_outside_16_to_128<256
 // EXPECT: E-CUDA-101
-#include <nitro/tensor/cuda/mlp_traits.hpp>
+#include <nitro/nn/cuda/mlp_traits.hpp>
 
 int main() {
 #ifdef NITRO_COMPILE_FAIL

@@ -1,7 +1,7 @@
 // resume continues one checkpoint: an Average of several is refused when the handle reads the keyword.
 // EXPECT: resume_takes_one_checkpoint<nitro::run_checkpoint<nitro::Average> ?>
 // EXPECT: E-CKPT-101
-#include <nitro/io/weights_ref.hpp>
+#include <nitro/record/weights_ref.hpp>
 
 int main() {
 #ifdef NITRO_COMPILE_FAIL

@@ -1,7 +1,7 @@
 // finalize_metrics returns something that is not the metric values.
 // EXPECT: nitro::finalize_metrics_has_wrong_signature<nitro::hook::finalize_metrics, nitro::returns<int> ?>
 // EXPECT: E-METRIC-008
-#include <nitro/train/metrics.hpp>
+#include <nitro/nn/metrics.hpp>
 
 #include <string_view>
 

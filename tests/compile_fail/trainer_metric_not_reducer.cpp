@@ -1,7 +1,7 @@
 // A member of the metrics struct that is not a reducer (mean_of, sum_of, concat_of).
 // EXPECT: nitro::metric_is_not_a_reducer<nitro::metric_member_at<&Metrics::acc>, float>
 // EXPECT: E-METRIC-004
-#include <nitro/train/metrics.hpp>
+#include <nitro/nn/metrics.hpp>
 
 struct Metrics {
 #ifdef NITRO_COMPILE_FAIL

@@ -1,7 +1,7 @@
 // The metrics hook returns a bare number instead of a struct of reducers.
 // EXPECT: nitro::metrics_must_return_a_struct<nitro::hook::metrics, nitro::returns<double> ?>
 // EXPECT: E-METRIC-003
-#include <nitro/train/metrics.hpp>
+#include <nitro/nn/metrics.hpp>
 
 struct Metrics { BOOST_HANA_DEFINE_STRUCT(Metrics, (nitro::mean_of, acc)); };
 

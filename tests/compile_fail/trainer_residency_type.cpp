@@ -1,7 +1,7 @@
 // metrics_residency(hook) must say where: nitro::residency::device or ::host.
 // EXPECT: nitro::metrics_residency_has_wrong_type<nitro::hook::metrics, nitro::returns<
 // EXPECT: E-METRIC-009
-#include <nitro/train/metrics.hpp>
+#include <nitro/nn/metrics.hpp>
 
 #include <string>
 

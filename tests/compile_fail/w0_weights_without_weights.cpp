@@ -1,7 +1,7 @@
 // w0 = nitro::weights without a weights keyword: the anchor would be weights that are never loaded.
 // EXPECT: w0_names_weights_not_given<
 // EXPECT: E-CKPT-103
-#include <nitro/io/weights_ref.hpp>
+#include <nitro/record/weights_ref.hpp>
 #include <nitro/core/fixed_string.hpp>
 
 struct weights_keyword { static constexpr nitro::fixed_string name{"weights"}; };  // the shape of nitro::weights

@@ -1,7 +1,7 @@
 // weights takes a path or run >> checkpoint; a number names nothing.
 // EXPECT: not_a_weights_reference<int>
 // EXPECT: E-CKPT-102
-#include <nitro/io/weights_ref.hpp>
+#include <nitro/record/weights_ref.hpp>
 
 int main() {
 #ifdef NITRO_COMPILE_FAIL

@@ -1,8 +1,8 @@
 // Writes the seed corpus of the safetensors fuzzer: valid files (nitro's, a checkpoint, one as
 // PyTorch's writer makes it) and damaged variants of each kind the reader refuses.
 //   cmake --build build --target fuzz_make_corpus && build/tests/fuzz/fuzz_make_corpus tests/fuzz/corpus/safetensors
-#include <nitro/io/checkpoint.hpp>
-#include <nitro/io/safetensors.hpp>
+#include <nitro/record/checkpoint.hpp>
+#include <nitro/record/safetensors.hpp>
 
 #include <cstdint>     // uint64_t
 #include <cstdio>      // report

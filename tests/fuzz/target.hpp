@@ -3,8 +3,8 @@
 // anything else (another exception, a crash, a sanitizer report) is a bug in the reader.
 #pragma once
 
-#include <nitro/io/checkpoint.hpp>
-#include <nitro/io/safetensors.hpp>
+#include <nitro/record/checkpoint.hpp>
+#include <nitro/record/safetensors.hpp>
 
 #include <cstddef>  // size_t
 #include <cstdint>  // uint8_t

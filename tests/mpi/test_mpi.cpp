@@ -13,7 +13,7 @@
 #include "dist_step.hpp"
 
 #include <nitro/dist.hpp>
-#include <nitro/io/checkpoint.hpp>
+#include <nitro/record/checkpoint.hpp>
 
 #include <algorithm>
 #include <cmath>

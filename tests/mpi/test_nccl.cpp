@@ -13,26 +13,20 @@
 #include <doctest/doctest.h>
 
 #include <nitro/dist.hpp>
-#include <nitro/tensor/cuda/data_parallel.cuh>
+#include <nitro/dist/cuda/data_parallel.cuh>
 
 #include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
+#include "../support/nitro_test.hpp"
 
 namespace {
 
 nitro::dist::communicator* world = nullptr;
 
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (nitro::error const& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using nitro_test::error_of;
 
 // Every rank's text, in rank order (to show that the ranks failed the same way).
 std::vector<std::string> gathered(std::string const& mine) {

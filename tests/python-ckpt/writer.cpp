@@ -3,7 +3,7 @@
 // and expected.json holding every parameter value (in memory order) and a few probes W(i, j).
 //   ckpt_python_writer OUT.safetensors EXPECTED.json
 #include <nitro/nitro.hpp>
-#include <nitro/io/checkpoint.hpp>
+#include <nitro/record/checkpoint.hpp>
 
 #include <nlohmann/json.hpp>
 

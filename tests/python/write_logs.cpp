@@ -3,9 +3,9 @@
 //   steps 1..10, log_every_n_steps 2: train/loss = mean of 1/s over the logged window, train/eta = 0.001 s
 //   evaluations at steps 5 and 10: valid/acc = 0.5 + s/100, valid/loss = 2/s; at step 10 valid/weird = NaN
 // Usage: trainer_write_logs <directory>
-#include <nitro/io/loggers/csv.hpp>
-#include <nitro/io/loggers/jsonl.hpp>
-#include <nitro/io/loggers/tensorboard.hpp>
+#include <nitro/record/loggers/csv.hpp>
+#include <nitro/record/loggers/jsonl.hpp>
+#include <nitro/record/loggers/tensorboard.hpp>
 #include <nitro/train/run_control.hpp>
 
 #include <cmath>

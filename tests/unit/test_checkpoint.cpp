@@ -1,10 +1,10 @@
-// io/: safetensors files (round trips, files other writers make, every kind of damage), atomic
+// record/: safetensors files (round trips, files other writers make, every kind of damage), atomic
 // files (also under SIGKILL), the checkpointer's policy, index and recovery, averaging, and the
 // weights/resume grammar resolved against a runs directory.
-#include <nitro/io/atomic_file.hpp>
-#include <nitro/io/checkpoint.hpp>
-#include <nitro/io/safetensors.hpp>
-#include <nitro/io/weights_ref.hpp>
+#include <nitro/record/atomic_file.hpp>
+#include <nitro/record/checkpoint.hpp>
+#include <nitro/record/safetensors.hpp>
+#include <nitro/record/weights_ref.hpp>
 #include <nitro/nn/layers/chain.hpp>
 #include <nitro/nn/layers/dense.hpp>
 #include <nitro/optim/param_store.hpp>
@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "../support/nitro_test.hpp"
 
 namespace fs = std::filesystem;
 
@@ -40,14 +41,8 @@ fs::path fresh_dir(std::string const& name) {
   fs::create_directories(d);
   return d;
 }
-std::string slurp(fs::path const& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-void spit(fs::path const& p, std::string const& s) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(s.data(), static_cast<std::streamsize>(s.size()));
-}
+using nitro_test::slurp;
+using nitro_test::spit;
 // A safetensors file by hand: the 8-byte length, the header text, the data.
 std::string raw_file(std::string const& header, std::string const& data) {
   std::string out(8, '\0');
@@ -355,7 +350,7 @@ TEST_CASE("atomic_file: the target changes only at commit, and an abandoned writ
   CHECK(files == 1);
 
   std::string what;
-  CHECK(code_of([&] { nitro::atomic_write(dir / "no" / "such" / "dir.txt", "x"); }, &what) == "E-CKPT-010");
+  CHECK(code_of([&] { nitro::atomic_write(dir / "no" / "such" / "dir.txt", "x"); }, &what) == "E-REC-001");
   CHECK(what.find("dir.txt") != std::string::npos);
 
   spit(dir / ".y.tmp.123.0", "left by a killed writer");

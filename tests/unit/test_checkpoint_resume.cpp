@@ -27,6 +27,7 @@
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "../support/nitro_test.hpp"
 
 namespace fs = std::filesystem;
 
@@ -76,10 +77,7 @@ fs::path fresh_dir(std::string const& name) {
   fs::create_directories(d);
   return d;
 }
-std::string slurp(fs::path const& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using nitro_test::slurp;
 
 // Every byte the next step depends on: the parameters, every buffer of the optimizer, the EMA.
 template <class H>
@@ -122,14 +120,6 @@ std::int64_t read_progress(fs::path const& f) {
   return v;
 }
 
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (nitro::error const& e) {
-    return e.code() + ": " + e.sentence();
-  }
-  return "no error";
-}
 
 // A handle of Mlp on the heap, its type made from the keywords given.
 template <class... K>
@@ -199,15 +189,15 @@ TEST_CASE("exact resume: a checkpoint refuses to continue a run with another see
                    nitro::kw::checkpointer = nitro::checkpoint_policy{.every = nitro::every_steps(5)});
     h.train(false);
   }
-  auto other_seed = error_of([&] { nitro::Nitro h(Mlp<>{}, nitro::seed = seed + 1, nitro::resume = nitro::run_id(run.string()) >> nitro::latest); });
+  auto other_seed = nitro_test::code_and_sentence_of([&] { nitro::Nitro h(Mlp<>{}, nitro::seed = seed + 1, nitro::resume = nitro::run_id(run.string()) >> nitro::latest); });
   CHECK(other_seed.rfind("E-CKPT-030", 0) == 0);
   CHECK(other_seed.find("seed 21") != std::string::npos);
-  auto other_batch = error_of([&] {
+  auto other_batch = nitro_test::code_and_sentence_of([&] {
     nitro::Nitro h(Mlp<>{}, nitro::seed = seed, nitro::batch_size = 64, nitro::resume = nitro::run_id(run.string()) >> nitro::latest);
   });
   CHECK(other_batch.rfind("E-CKPT-030", 0) == 0);
   // a checkpoint of another model is refused before anything is copied
-  CHECK(error_of([&] { nitro::Nitro h(Anchored{}, nitro::seed = seed, nitro::resume = nitro::run_id(run.string()) >> nitro::latest); })
+  CHECK(nitro_test::code_and_sentence_of([&] { nitro::Nitro h(Anchored{}, nitro::seed = seed, nitro::resume = nitro::run_id(run.string()) >> nitro::latest); })
             .rfind("E-CKPT-012", 0) == 0);
 }
 
@@ -360,7 +350,7 @@ TEST_CASE("eval_weights: nitro::ema evaluates the average, nitro::best this run'
 
   // an EMA asked for and not kept: a coded error
   nitro::Nitro none(Mlp<200>{}, nitro::eval_weights = nitro::ema);
-  CHECK(error_of([&] { (void)none.evaluate("test"); }).rfind("E-CKPT-031", 0) == 0);
+  CHECK(nitro_test::code_and_sentence_of([&] { (void)none.evaluate("test"); }).rfind("E-CKPT-031", 0) == 0);
 }
 
 TEST_CASE("w0 = nitro::weights anchors decay at the loaded weights; checkpoint = path still loads them, with a warning") {

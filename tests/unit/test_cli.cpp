@@ -3,7 +3,7 @@
 // diff, bundle (a tar read back), sweeps across two compiled programs, and the weights reader's
 // refusals. (tests/e2e drives the real binary on Fashion-MNIST.)
 #include <nitro/nitro.hpp>
-#include <nitro/cli/main.hpp>
+#include <nitro/main.hpp>
 
 #include <doctest/doctest.h>
 
@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include "../support/nitro_test.hpp"
 
 namespace cli_test {
 
@@ -113,13 +114,7 @@ inline result cli(std::vector<std::string> args) {
   return {rc, out.str(), err.str()};
 }
 
-inline std::string tmp_dir(std::string const& name) {
-  char const* base = std::getenv("NITRO_TEST_TMP");
-  std::filesystem::path p = std::filesystem::path(base ? base : "/tmp") / ("cli-" + name);
-  std::filesystem::remove_all(p);
-  std::filesystem::create_directories(p);
-  return p.string();
-}
+using nitro_test::tmp_dir;
 
 inline std::string error_text(auto&& f) {
   try {
@@ -243,7 +238,7 @@ TEST_CASE("explain shows every knob and run keyword with value, source and doc")
 }
 
 TEST_CASE("run records the selection everywhere, and eval reproduces the recorded metrics from the weights") {
-  const std::string dir = tmp_dir("run");
+  const std::string dir = tmp_dir("cli/run");
   auto r = cli({"run", "--variant", "quick", "--set", "n_samples=96", "--set", "log_every_n_steps=2", "--diagnostics", "--eval-every",
                 "3", "--run-dir", dir, "--id", "a", "--quiet"});
   INFO(r.err);
@@ -338,7 +333,7 @@ TEST_CASE("selection errors end the command with exit 2 and the coded message on
   CHECK(cli({"check", "--set", "width=32"}).err.rfind("E-KNOB-011: --set asks for width=32", 0) == 0);
   CHECK(cli({"explain", "--variant", "narrow"}).err.rfind("E-KNOB-004: --variant names 'narrow'", 0) == 0);
   CHECK(cli({"sweep", "width"}).err.rfind("E-KNOB-012: `sweep` names 'width', which the experiment does not declare; did you mean 'widths'?", 0) == 0);
-  auto missing = cli({"watch", "--run-dir", tmp_dir("empty"), "nothing"});
+  auto missing = cli({"watch", "--run-dir", tmp_dir("cli/empty"), "nothing"});
   CHECK(missing.rc == 3);
   CHECK(missing.err.rfind("E-CLI-004: no run called 'nothing'", 0) == 0);
 }
@@ -366,7 +361,7 @@ TEST_CASE("check binds and runs one batch of each split, writing nothing; ir sho
 }
 
 TEST_CASE("sweep runs every point in the program compiled for it and tabulates them") {
-  const std::string dir = tmp_dir("sweep");
+  const std::string dir = tmp_dir("cli/sweep");
   auto r = cli({"sweep", "widths", "--variant", "quick", "--steps", "3", "--run-dir", dir, "--quiet"});
   INFO(r.err);
   CHECK(r.rc == 0);
@@ -381,7 +376,7 @@ TEST_CASE("sweep runs every point in the program compiled for it and tabulates t
 }
 
 TEST_CASE("sweep --jobs: a point that cannot start as a process is E-CLI-010, and the sweep fails") {
-  const std::string dir = tmp_dir("jobs");
+  const std::string dir = tmp_dir("cli/jobs");
   auto r = cli({"sweep", "widths", "--steps", "2", "--jobs", "2", "--run-dir", dir, "--quiet"});  // this binary is /nonexistent/tiny
   CHECK(r.rc == 1);
   CHECK(r.err.rfind("E-CLI-010: could not start point 0 as a process (", 0) == 0);
@@ -411,7 +406,7 @@ TEST_CASE("tar: members round-trip, long names use the prefix, damage is E-REC-0
 }
 
 TEST_CASE("eval reads the checkpointer's files: another program's checkpoint, or a damaged one, is refused before anything is copied") {
-  const std::string dir = tmp_dir("weights");
+  const std::string dir = tmp_dir("cli/weights");
   auto r = cli({"run", "--variant", "quick", "--run-dir", dir, "--id", "w", "--quiet"});
   INFO(r.err);
   REQUIRE(r.rc == 0);
@@ -464,7 +459,7 @@ inline std::map<std::string, std::string> latest_params(std::string const& run) 
 }
 
 TEST_CASE("run --resume continues a run exactly; --weights takes the grammar, averages included") {
-  const std::string dir = tmp_dir("resume");
+  const std::string dir = tmp_dir("cli/resume");
   const std::vector<std::string> sel = {"--variant", "quick", "--set", "n_samples=96", "--eval-every", "2", "--run-dir", dir, "--quiet"};
   auto with = [&](std::vector<std::string> a) {
     a.insert(a.end(), sel.begin(), sel.end());

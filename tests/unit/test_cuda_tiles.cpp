@@ -5,7 +5,7 @@
 // the kernels themselves where a device is present.
 #include <nitro/nitro.hpp>
 #include <nitro/tensor/cuda/mlp_tile.hpp>
-#include <nitro/tensor/cuda/mlp_traits.hpp>
+#include <nitro/nn/cuda/mlp_traits.hpp>
 #include <nitro/tensor/cuda/optimizer_math.hpp>
 #include <nitro/tensor/cuda/pointwise.hpp>
 #include <nitro/tensor/cuda/scalars.hpp>

@@ -7,6 +7,7 @@
 
 #include <string>
 #include <vector>
+#include "../support/nitro_test.hpp"
 
 namespace nd = nitro::dist;
 
@@ -16,14 +17,7 @@ std::vector<nd::rank_devices> hosts(std::initializer_list<std::pair<char const*,
   for (auto const& [h, n] : l) v.push_back({h, n});
   return v;
 }
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (nitro::error const& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using nitro_test::error_of;
 nd::device_uuid uuid(unsigned char last) {
   nd::device_uuid u{};
   u[0] = 0xab;

@@ -1,4 +1,4 @@
-// io/: the IDX reader (intact, missing, damaged files), Fashion-MNIST, and the loader.
+// data/: the IDX reader (intact, missing, damaged files), Fashion-MNIST, and the loader.
 #include <nitro/nitro.hpp>
 
 #include <doctest/doctest.h>
@@ -11,16 +11,11 @@
 #include <memory>
 #include <set>
 #include <vector>
+#include "../support/nitro_test.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
-fs::path tmp_dir() {
-  char const* t = std::getenv("NITRO_TEST_TMP");
-  fs::path p = fs::path(t ? t : fs::temp_directory_path().string()) / "io";
-  fs::create_directories(p);
-  return p;
-}
 std::vector<unsigned char> idx_bytes(std::vector<std::int32_t> dims, int fill) {
   std::vector<unsigned char> b{0, 0, 0x08, static_cast<unsigned char>(dims.size())};
   std::int64_t n = 1;
@@ -42,12 +37,12 @@ void write_raw(fs::path const& p, std::vector<unsigned char> const& bytes) {
 }  // namespace
 
 TEST_CASE("IDX: gzip'd and plain files read back exactly") {
-  auto dir = tmp_dir();
+  auto dir = nitro_test::tmp_dir("io");
   auto bytes = idx_bytes({3, 2, 2}, 1);
   write_gz(dir / "a.gz", bytes);
   write_raw(dir / "a.idx", bytes);
   for (auto name : {"a.gz", "a.idx"}) {
-    auto a = nitro::io::read_idx((dir / name).string());
+    auto a = nitro::data::read_idx((dir / name).string());
     CHECK(a.dims == std::vector<std::int64_t>{3, 2, 2});
     REQUIRE(a.bytes.size() == 12);
     CHECK(a.bytes[0] == 1);
@@ -56,11 +51,11 @@ TEST_CASE("IDX: gzip'd and plain files read back exactly") {
 }
 
 TEST_CASE("IDX: missing and damaged files are coded errors naming the file, never a crash") {
-  auto dir = tmp_dir();
-  CHECK_THROWS_WITH_AS(nitro::io::read_idx((dir / "nope.gz").string(), "apt-get install x"),
+  auto dir = nitro_test::tmp_dir("io");
+  CHECK_THROWS_WITH_AS(nitro::data::read_idx((dir / "nope.gz").string(), "apt-get install x"),
                        doctest::Contains("E-DATA-001"), nitro::error);
   try {
-    nitro::io::read_idx((dir / "nope.gz").string(), "apt-get install dataset-fashion-mnist");
+    nitro::data::read_idx((dir / "nope.gz").string(), "apt-get install dataset-fashion-mnist");
   } catch (nitro::error const& e) {
     CHECK(e.fix() == "apt-get install dataset-fashion-mnist");
     CHECK(e.sentence().find("nope.gz") != std::string::npos);
@@ -68,24 +63,24 @@ TEST_CASE("IDX: missing and damaged files are coded errors naming the file, neve
   auto good = idx_bytes({100, 28, 28}, 0);
   // truncated in the middle of the elements
   write_gz(dir / "short.gz", std::vector<unsigned char>(good.begin(), good.begin() + 500));
-  CHECK_THROWS_WITH_AS(nitro::io::read_idx((dir / "short.gz").string()), doctest::Contains("ends early"), nitro::error);
+  CHECK_THROWS_WITH_AS(nitro::data::read_idx((dir / "short.gz").string()), doctest::Contains("ends early"), nitro::error);
   // not IDX at all
   write_raw(dir / "text.idx", {'h', 'e', 'l', 'l', 'o', '!', '!', '!'});
-  CHECK_THROWS_WITH_AS(nitro::io::read_idx((dir / "text.idx").string()), doctest::Contains("E-DATA-002"), nitro::error);
+  CHECK_THROWS_WITH_AS(nitro::data::read_idx((dir / "text.idx").string()), doctest::Contains("E-DATA-002"), nitro::error);
   // a gzip stream cut short: the compressed bytes truncated
   write_gz(dir / "full.gz", good);
   std::ifstream in(dir / "full.gz", std::ios::binary);
   std::vector<char> gz((std::istreambuf_iterator<char>(in)), {});
   write_raw(dir / "cut.gz", std::vector<unsigned char>(gz.begin(), gz.begin() + static_cast<long>(gz.size() / 2)));
-  CHECK_THROWS_AS(nitro::io::read_idx((dir / "cut.gz").string()), nitro::error);
+  CHECK_THROWS_AS(nitro::data::read_idx((dir / "cut.gz").string()), nitro::error);
   // garbage after the declared elements
   auto extra = good;
   extra.push_back(1);
   write_raw(dir / "extra.idx", extra);
-  CHECK_THROWS_WITH_AS(nitro::io::read_idx((dir / "extra.idx").string()), doctest::Contains("bytes after"), nitro::error);
+  CHECK_THROWS_WITH_AS(nitro::data::read_idx((dir / "extra.idx").string()), doctest::Contains("bytes after"), nitro::error);
   // an absurd extent
   write_raw(dir / "huge.idx", {0, 0, 8, 1, 0x7f, 0xff, 0xff, 0xff});
-  CHECK_THROWS_AS(nitro::io::read_idx((dir / "huge.idx").string()), nitro::error);
+  CHECK_THROWS_AS(nitro::data::read_idx((dir / "huge.idx").string()), nitro::error);
 }
 
 TEST_CASE("Fashion-MNIST: the Debian data set, split into train, valid and test") {
@@ -121,7 +116,7 @@ TEST_CASE("Fashion-MNIST: the Debian data set, split into train, valid and test"
 
 TEST_CASE("Fashion-MNIST: a missing folder names the install command") {
   try {
-    nitro::data::fashion_mnist({.dir = (tmp_dir() / "absent").string()});
+    nitro::data::fashion_mnist({.dir = (nitro_test::tmp_dir("io") / "absent").string()});
     FAIL("expected an error");
   } catch (nitro::error const& e) {
     CHECK(e.code() == "E-DATA-001");

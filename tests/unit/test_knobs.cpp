@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include "../support/nitro_test.hpp"
 
 namespace knobs_test {
 
@@ -80,13 +81,7 @@ std::string error_text(auto&& f) {
   return "no error";
 }
 
-std::string tmp_dir(std::string const& name) {
-  char const* base = std::getenv("NITRO_TEST_TMP");
-  std::filesystem::path p = std::filesystem::path(base ? base : "/tmp") / ("knobs-" + name);
-  std::filesystem::remove_all(p);
-  std::filesystem::create_directories(p);
-  return p.string();
-}
+using nitro_test::tmp_dir;
 
 }  // namespace knobs_test
 
@@ -325,7 +320,7 @@ TEST_CASE("a selection request round-trips through its JSON and its command-line
 }
 
 TEST_CASE("records: the folder is made once, status is replaced whole, metrics lines append; runs are found") {
-  const std::string dir = tmp_dir("records");
+  const std::string dir = tmp_dir("knobs/records");
   auto c = nitro::make_catalog<E128, E64>();
   nitro::selection_request r;
   r.variant = "small";

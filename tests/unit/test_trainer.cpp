@@ -1,4 +1,4 @@
-// train/ and io/loggers/: the trainer's components, each on its own — run keywords and their
+// train/ and record/loggers/: the trainer's components, each on its own — run keywords and their
 // records, metric reducers, EMA, early stopping, divergence, the run control the loop consults,
 // loggers (console, JSONL, CSV, TensorBoard), history, show and cache_stats.
 #include <nitro/nitro.hpp>
@@ -19,22 +19,13 @@
 
 // ---- counting allocations (the accumulator and the EMA allocate nothing per batch) ---------------
 #include "alloc_counter.hpp"
+#include "../support/nitro_test.hpp"
 
 namespace fs = std::filesystem;
 
 namespace trainer_test {
 
-fs::path tmp_dir(std::string const& name) {
-  char const* t = std::getenv("NITRO_TEST_TMP");
-  fs::path p = fs::path(t ? t : fs::temp_directory_path().string()) / "trainer" / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
-std::string read_file(fs::path const& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+using nitro_test::tmp_dir;
 std::vector<std::string> lines_of(std::string const& s) {
   std::vector<std::string> out;
   std::istringstream in(s);
@@ -753,7 +744,7 @@ TEST_SUITE("loggers") {
   }
 
   TEST_CASE("JSONL: the first line is metadata with the caller's selection; one object per record") {
-    auto dir = tmp_dir("jsonl");
+    auto dir = tmp_dir("trainer/jsonl");
     auto info = info_for(2, 1);
     info.dir = dir;
     info.metadata_json = R"({"selection": {"variant": "small", "set": {"lr": 0.002}}, "seed": 3, "type": "ignored"})";
@@ -764,7 +755,7 @@ TEST_SUITE("loggers") {
     rc.after_step(1, 1, 1, 0.1, &p, 8);
     rc.after_step(2, 1, 2, std::nan(""), &p, 8);
     rc.end();
-    auto lines = lines_of(read_file(dir / "metrics.jsonl"));
+    auto lines = lines_of(nitro_test::slurp(dir / "metrics.jsonl"));
     REQUIRE(lines.size() == 4);
     auto meta = nlohmann::json::parse(lines[0]);
     CHECK(meta["type"] == "metadata");
@@ -786,13 +777,13 @@ TEST_SUITE("loggers") {
     nitro::jsonl_logger again;
     again.on_setup(info);
     again.on_end(nitro::run_status::finished, "");
-    auto more = lines_of(read_file(dir / "metrics.jsonl"));
+    auto more = lines_of(nitro_test::slurp(dir / "metrics.jsonl"));
     CHECK(more.size() == 6);
     CHECK(nlohmann::json::parse(more[4])["resumed"] == true);
   }
 
   TEST_CASE("JSONL: metadata that is not a JSON object, and a metric named like a column, are coded errors") {
-    auto dir = tmp_dir("jsonl_bad");
+    auto dir = tmp_dir("trainer/jsonl_bad");
     auto info = info_for(1, 1);
     info.dir = dir;
     info.metadata_json = "[1, 2]";
@@ -806,7 +797,7 @@ TEST_SUITE("loggers") {
   }
 
   TEST_CASE("CSV: the history table; a new column rewrites the file atomically, other rows append") {
-    auto dir = tmp_dir("csv");
+    auto dir = tmp_dir("trainer/csv");
     auto info = info_for(2, 2);
     info.dir = dir;
     nitro::csv_logger c;
@@ -821,7 +812,7 @@ TEST_SUITE("loggers") {
     rc.after_step(4, 2, 2, 0.125, &p, 8);
     rc.after_eval(4, 2, "valid", values({{"acc", 0.8}, {"loss", 0.2}}));
     rc.end();
-    const std::string csv = read_file(dir / "metrics.csv");
+    const std::string csv = nitro_test::slurp(dir / "metrics.csv");
     CHECK(csv ==
           "step,epoch,split,loss,acc\n"
           "2,1,train,0.375,\n"
@@ -838,23 +829,23 @@ TEST_SUITE("loggers") {
     nitro::csv_logger resumed;
     resumed.on_setup(info);
     resumed.on_step(6, 3, std::vector<nitro::scalar>{{"loss", 0.0625}});
-    CHECK(read_file(dir / "metrics.csv") == csv + "6,3,train,0.0625,\n");
+    CHECK(nitro_test::slurp(dir / "metrics.csv") == csv + "6,3,train,0.0625,\n");
   }
 
   TEST_CASE("CSV: a file that is not a metrics table is not overwritten silently") {
-    auto dir = tmp_dir("csv_bad");
+    auto dir = tmp_dir("trainer/csv_bad");
     { std::ofstream(dir / "metrics.csv") << "a,b,c\n1,2,3\n"; }
     auto info = info_for(1, 1);
     info.dir = dir;
     nitro::csv_logger c;
     CHECK_THROWS_WITH_AS(c.on_setup(info), doctest::Contains("E-LOG-006"), nitro::error);
-    CHECK(read_file(dir / "metrics.csv") == "a,b,c\n1,2,3\n");
+    CHECK(nitro_test::slurp(dir / "metrics.csv") == "a,b,c\n1,2,3\n");
   }
 
   TEST_CASE("TensorBoard: CRC32C of the standard check string, and records that frame and verify") {
     CHECK(nitro::detail::crc32c("123456789", 9) == 0xE3069283u);
     CHECK(nitro::detail::crc32c("", 0) == 0u);
-    auto dir = tmp_dir("tb");
+    auto dir = tmp_dir("trainer/tb");
     auto info = info_for(1, 1, "the binding report");
     info.dir = dir;
     auto tb = std::make_shared<nitro::tensorboard_logger>();
@@ -867,7 +858,7 @@ TEST_SUITE("loggers") {
     const fs::path file = tb->path();
     CHECK(file.parent_path() == dir);
     CHECK(file.filename().string().rfind("events.out.tfevents.", 0) == 0);
-    const std::string bytes = read_file(file);
+    const std::string bytes = nitro_test::slurp(file);
     std::size_t at = 0;
     int records = 0;
     std::vector<std::string> payloads;
@@ -906,7 +897,7 @@ TEST_SUITE("loggers") {
 
   TEST_CASE("the built-in loggers write a logged step without allocating") {
     if (!NITRO_TEST_ALLOC_COUNTING) return;
-    auto dir = tmp_dir("alloc");
+    auto dir = tmp_dir("trainer/alloc");
     auto info = info_for(1000, 1);
     info.dir = dir;
     std::FILE* f = std::tmpfile();
@@ -955,9 +946,9 @@ TEST_SUITE("history and show") {
     CHECK(std::isnan(h.value(1, "eta")));
     auto back = nitro::run_history::from_csv(h.to_csv());
     CHECK(back.to_csv() == h.to_csv());
-    auto dir = tmp_dir("history");
+    auto dir = tmp_dir("trainer/history");
     h.write_csv(dir / "h.csv");
-    CHECK(read_file(dir / "h.csv") == h.to_csv());
+    CHECK(nitro_test::slurp(dir / "h.csv") == h.to_csv());
     CHECK_THROWS_WITH_AS(h.add(1, 1, "valid", values({{"epoch", 1.0}})), doctest::Contains("E-LOG-005"), nitro::error);
   }
 

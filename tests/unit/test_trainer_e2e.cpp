@@ -20,6 +20,7 @@ namespace fs = std::filesystem;
 // examples/fashion_mlp.cpp's experiment, as the binary has it
 #define NITRO_FASHION_MLP_NO_MAIN
 #include "../../examples/fashion_mlp.cpp"
+#include "../support/nitro_test.hpp"
 
 struct FwdIn { BOOST_HANA_DEFINE_STRUCT(FwdIn, (nitro::Tensor, img)); };
 struct LossIn { BOOST_HANA_DEFINE_STRUCT(LossIn, (nitro::Tensor, label)); };
@@ -72,13 +73,7 @@ NITRO_EXPERIMENT(FashionMLP, width, smoothing, gain, lr, max_epochs, batch_size,
 
 namespace trainer_e2e {
 
-fs::path tmp_dir(std::string const& name) {
-  char const* t = std::getenv("NITRO_TEST_TMP");
-  fs::path p = fs::path(t ? t : fs::temp_directory_path().string()) / "trainer_e2e" / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
+using nitro_test::tmp_dir;
 
 std::vector<std::string> lines_of(fs::path const& p) {
   std::ifstream in(p);
@@ -103,7 +98,7 @@ std::string read_stream(std::FILE* f) {
 using namespace trainer_e2e;
 
 TEST_CASE("fashion_mlp with EMA and early stopping, end to end through train(): stopped early, averaged weights evaluated, the run recorded") {
-  auto dir = tmp_dir("ema_early_stop");
+  auto dir = tmp_dir("trainer_e2e/ema_early_stop");
   FashionMLP<64> e;
   e.train_limit = 2000;
   e.batch_size = 64;
@@ -154,7 +149,7 @@ TEST_CASE("fashion_mlp with EMA and early stopping, end to end through train(): 
 }
 
 TEST_CASE("a loss blow-up ends train() with status diverged; the last good checkpoint is kept; no exception") {
-  auto dir = tmp_dir("diverged");
+  auto dir = tmp_dir("trainer_e2e/diverged");
   FashionMLP<32, true> e;
   e.train_limit = 2000;  // 40 batches of 50: past the detector's 20-step warm-up
   e.batch_size = 50;
@@ -229,7 +224,7 @@ TEST_CASE("metrics through the handle's evaluation: finalized, the split's confu
 }
 
 TEST_CASE("diagnostics: the gradient and parameter norms in every logged step, whatever autolog_schedules says") {
-  auto dir = tmp_dir("diagnostics");
+  auto dir = tmp_dir("trainer_e2e/diagnostics");
   FashionMLP<32> e;
   e.train_limit = 1600;
   e.batch_size = 32;

@@ -10,7 +10,7 @@
 #include "nitro/cli/table.hpp"
 #include "nitro/cli/tar.hpp"
 #include "nitro/core/error.hpp"
-#include "nitro/io/weights_ref.hpp"
+#include "nitro/record/weights_ref.hpp"
 #include "nitro/knobs/catalog.hpp"
 #include "nitro/knobs/records.hpp"
 #include "nitro/knobs/selection.hpp"
@@ -275,7 +275,7 @@ inline std::string new_experiment_source(std::string const& name) {
 //   ./@NAME@ variants                    what it may vary
 //   ./@NAME@ run --variant smoke         a quick run, recorded under runs/
 //   ./@NAME@ sweep widths                one run per compiled width
-#include <nitro/nitro.hpp>
+#include <nitro/main.hpp>
 
 namespace @NAME_ID@ {
 

@@ -1,4 +1,6 @@
-// nitro/cli/main.hpp — nitro::main<Programs...>(argc, argv): every trainer binary's command line.
+// nitro/cli/main.hpp — nitro::cli::main<Programs...>(argc, argv): a trainer binary's command line in
+// one process. A trainer calls nitro::main (nitro/main.hpp), which is this one, inside an MPI session
+// when a launcher started the process:
 //
 //   int main(int argc, char** argv) { return nitro::main<FashionMLP<128>, FashionMLP<256>>(argc, argv); }
 //
@@ -401,11 +403,7 @@ inline std::string self_path(char const* argv0) {
   return argv0 ? std::string(argv0) : std::string();
 }
 
-}  // namespace nitro::cli
-
-namespace nitro {
-
-// The command line of a trainer binary: nitro::main<FashionMLP<128>, FashionMLP<256>>(argc, argv).
+// The command line of a trainer binary in this process: cli::main<FashionMLP<128>, FashionMLP<256>>(argc, argv).
 template <class... Programs>
 int main(int argc, char** argv) {
   std::vector<std::string> args;
@@ -420,4 +418,4 @@ int main(int argc, char** argv) {
   return cli::app<Programs...>::run(ctx, args);
 }
 
-}  // namespace nitro
+}  // namespace nitro::cli

@@ -22,10 +22,10 @@
 #include "nitro/cli/table.hpp"
 #include "nitro/core/reflect.hpp"
 #include "nitro/dist/data_parallel.hpp"
-#include "nitro/io/checkpoint.hpp"
-#include "nitro/io/dataset.hpp"
-#include "nitro/io/loader.hpp"
-#include "nitro/io/weights_ref.hpp"
+#include "nitro/record/checkpoint.hpp"
+#include "nitro/data/dataset.hpp"
+#include "nitro/data/loader.hpp"
+#include "nitro/record/weights_ref.hpp"
 #include "nitro/knobs/catalog.hpp"
 #include "nitro/knobs/keyword_knobs.hpp"
 #include "nitro/knobs/records.hpp"
@@ -168,6 +168,10 @@ template <class T> std::string scalar_text(T const& v) {
 }
 
 }  // namespace detail
+
+// Whether Ctrl-C or SIGTERM asked the command that runs now to stop (a data-parallel rank waiting in
+// a collective polls it too: nitro/main.hpp).
+inline bool stop_requested() noexcept { return detail::stop_requested != 0; }
 
 // What a command adds to the selection's keywords; every field empty or default unless `run` (or
 // `eval`) sets it. The handle's type does not depend on which are set.

@@ -5,7 +5,7 @@
 //   h.train();                                                             // status.json follows the run
 //   st->record().state, st->record().last                                   // what it ended with
 //
-// The trainer tells every logger what happens (train/logger.hpp); this one keeps the run's
+// The trainer tells every logger what happens (record/logger.hpp); this one keeps the run's
 // status_record (knobs/records.hpp): the state, the step, the last value of every metric as
 // "split/name", the best value of the monitored metric, and a heartbeat. status.json is rewritten
 // atomically at setup, at each evaluation, at the end, and on a logged step when the last write
@@ -13,7 +13,7 @@
 #pragma once
 
 #include "nitro/knobs/records.hpp"
-#include "nitro/train/logger.hpp"
+#include "nitro/record/logger.hpp"
 
 #include <chrono>       // the heartbeat
 #include <cstdint>      // int64_t

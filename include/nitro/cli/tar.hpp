@@ -11,7 +11,7 @@
 #pragma once
 
 #include "nitro/core/error.hpp"
-#include "nitro/knobs/record_file.hpp"
+#include "nitro/record/record_file.hpp"
 
 #include <cstdint>      // uint64_t
 #include <cstdio>       // snprintf

@@ -6,7 +6,7 @@
 //     t.add(call_hook<hook::metrics>(...));         // one batch's reducers
 //   nitro::metric_values v = t.reduce(replicas);    // the same values on every rank
 //
-// The rules are the metrics hook's (train/metrics.hpp), applied across ranks:
+// The rules are the metrics hook's (nn/metrics.hpp), applied across ranks:
 //   nitro::mean_of{x, n}   `x => n`: x summed and n summed over every rank, then divided
 //   nitro::sum_of{x}       `=> :sum`: summed over every rank (numbers and tensors), never divided
 //   nitro::concat_of{x}    `=> :concat`: gathered in rank order; with split_shard's contiguous
@@ -24,7 +24,7 @@
 #include "nitro/core/error.hpp"
 #include "nitro/dist/replicas.hpp"
 #include "nitro/tensor/tensor.hpp"
-#include "nitro/train/metrics.hpp"
+#include "nitro/nn/metrics.hpp"
 
 #include <boost/hana/string.hpp>
 

@@ -20,8 +20,8 @@
 #pragma once
 
 #include "nitro/core/error.hpp"
-#include "nitro/io/dataset.hpp"
-#include "nitro/io/loader.hpp"
+#include "nitro/data/dataset.hpp"
+#include "nitro/data/loader.hpp"
 
 #include <boost/hana/at_key.hpp>
 #include <boost/hana/for_each.hpp>

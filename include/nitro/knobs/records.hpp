@@ -13,7 +13,7 @@
 #pragma once
 
 #include "nitro/core/error.hpp"
-#include "nitro/knobs/record_file.hpp"
+#include "nitro/record/record_file.hpp"
 #include "nitro/knobs/catalog.hpp"
 #include "nitro/knobs/detail/did_you_mean.hpp"
 #include "nitro/knobs/selection.hpp"

@@ -4,7 +4,7 @@
 //                     nitro::early_stop = nitro::early_stopping{.patience = 3, .min_delta = 1e-3});
 //   nitro::Nitro h(e, nitro::early_stop = 5);   // patience 5 on the default monitor, valid.loss (min)
 //
-// `monitor_spec` names a metric as "split.name" ("acc" alone means "valid.acc") and a direction;
+// `monitor_spec` (core/monitor.hpp) names a metric as "split.name" ("acc" alone means "valid.acc") and a direction;
 // the checkpointer's "best" and early stopping read the same one. `early_stopper` follows
 // PyTorch Lightning's EarlyStopping: an evaluation improves when it beats the best so far by more
 // than min_delta (value < best - min_delta when minimising, value > best + min_delta when
@@ -13,6 +13,7 @@
 #pragma once
 
 #include "nitro/core/error.hpp"
+#include "nitro/core/monitor.hpp"
 
 #include <cmath>        // isfinite
 #include <cstdint>      // int64_t
@@ -23,42 +24,6 @@
 #include <utility>      // move
 
 namespace nitro {
-
-// Whether smaller or larger is better: the early stopper's and the checkpointer's one type
-// (monitor_spec::direction, checkpoint_policy::mode).
-enum class monitor_mode { min, max };
-constexpr char const* to_string(monitor_mode m) noexcept { return m == monitor_mode::min ? "min" : "max"; }
-
-// What to watch: "split.name" ("acc" alone means "valid.acc" — the checkpointer's spelling too),
-// and whether smaller or larger is better.
-struct monitor_spec {
-  using direction = monitor_mode;
-
-  std::string metric = "valid.loss";
-  direction mode = direction::min;
-
-  std::string split() const {
-    auto at = metric.find('.');
-    return at == std::string::npos ? std::string("valid") : metric.substr(0, at);
-  }
-  std::string name() const {
-    auto at = metric.find('.');
-    return at == std::string::npos ? metric : metric.substr(at + 1);
-  }
-  std::string qualified() const { return split() + "." + name(); }
-  bool maximize() const noexcept { return mode == direction::max; }
-  // Is `value` better than `best` by more than `min_delta`?
-  bool improves(double value, double best, double min_delta) const noexcept {
-    return mode == direction::min ? value < best - min_delta : value > best + min_delta;
-  }
-  double worst() const noexcept {
-    return mode == direction::min ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
-  }
-  std::string describe() const { return qualified() + (mode == direction::min ? " (min)" : " (max)"); }
-};
-
-inline monitor_spec minimize(std::string metric) { return {std::move(metric), monitor_spec::direction::min}; }
-inline monitor_spec maximize(std::string metric) { return {std::move(metric), monitor_spec::direction::max}; }
 
 struct early_stopping {
   int patience = 0;        // evaluations without improvement before stopping; 0: never stop early

@@ -28,10 +28,10 @@
 #include "nitro/core/error.hpp"
 #include "nitro/core/fixed_string.hpp"
 #include "nitro/core/meta.hpp"
-#include "nitro/train/cache_stats.hpp"
+#include "nitro/core/cache_stats.hpp"
 #include "nitro/train/early_stop.hpp"
 #include "nitro/train/ema.hpp"
-#include "nitro/train/logger.hpp"
+#include "nitro/record/logger.hpp"
 
 #include <boost/hana/accessors.hpp>
 #include <boost/hana/for_each.hpp>

@@ -13,7 +13,7 @@
 // parameter group (param_group), initialises them from the seed, resolves the data (the `data`
 // keyword, else build_data(), else a field `data`), builds the optimizer program (optim/program.hpp:
 // rules, decay, anchors, clipping, SAM, schedules made for the horizon), then reads the weights or
-// the checkpoint it starts from (weights, resume, w0: io/checkpoint.hpp, io/weights_ref.hpp).
+// the checkpoint it starts from (weights, resume, w0: record/checkpoint.hpp, record/weights_ref.hpp).
 //
 // train() is the run: steps (forward -> loss -> backward, accumulated over `accum` micro-batches ->
 // update), consulting the run control (train/run_control.hpp) after each one — divergence, the EMA
@@ -44,12 +44,12 @@
 #include "nitro/dist/gradients.hpp"
 #include "nitro/dist/metrics.hpp"
 #include "nitro/dist/shard.hpp"
-#include "nitro/io/atomic_file.hpp"
-#include "nitro/io/checkpoint.hpp"
-#include "nitro/io/dataset.hpp"
-#include "nitro/io/loader.hpp"
-#include "nitro/io/loggers/defaults.hpp"
-#include "nitro/io/weights_ref.hpp"
+#include "nitro/record/atomic_file.hpp"
+#include "nitro/record/checkpoint.hpp"
+#include "nitro/data/dataset.hpp"
+#include "nitro/data/loader.hpp"
+#include "nitro/record/loggers/defaults.hpp"
+#include "nitro/record/weights_ref.hpp"
 #include "nitro/nn/layer.hpp"
 #include "nitro/optim/group.hpp"
 #include "nitro/optim/param_store.hpp"
@@ -58,12 +58,12 @@
 #include "nitro/tensor/arena.hpp"
 #include "nitro/tensor/backend.hpp"
 #include "nitro/tensor/tape.hpp"
-#include "nitro/train/cache_stats.hpp"
-#include "nitro/train/history.hpp"
+#include "nitro/core/cache_stats.hpp"
+#include "nitro/record/history.hpp"
 #include "nitro/train/keywords.hpp"
-#include "nitro/train/metrics.hpp"
+#include "nitro/nn/metrics.hpp"
 #include "nitro/train/run_control.hpp"
-#include "nitro/train/run_reference.hpp"
+#include "nitro/record/run_reference.hpp"
 #include "nitro/train/show.hpp"
 
 #include <boost/hana/accessors.hpp>
@@ -642,7 +642,7 @@ class Nitro {
     info.start_step = step();
     if (!writes_records()) info.dir.clear();  // only rank 0 writes the record
     if (!info.dir.empty() && !std::filesystem::exists(m_run_dir / "binding_report.txt"))
-      atomic_write(m_run_dir / "binding_report.txt", info.binding_report);  // the record's copy (the CLI writes a longer one first)
+      atomic_write(m_run_dir / "binding_report.txt", info.binding_report, "binding report");  // the record's copy (the CLI writes a longer one first)
     logger_set none;  // the other ranks log nothing: rank 0 reports the agreed values
     none.defaults_added();
     m_run = run_control(run_control_options_from(m_kw),

@@ -26,10 +26,10 @@
 #include "nitro/train/divergence.hpp"
 #include "nitro/train/early_stop.hpp"
 #include "nitro/train/ema.hpp"
-#include "nitro/train/history.hpp"
+#include "nitro/record/history.hpp"
 #include "nitro/train/keywords.hpp"
-#include "nitro/train/logger.hpp"
-#include "nitro/train/metrics.hpp"
+#include "nitro/record/logger.hpp"
+#include "nitro/nn/metrics.hpp"
 
 #include <algorithm>    // max
 #include <chrono>       // throughput

@@ -37,9 +37,9 @@
 #include "nitro/bind/binding.hpp"
 #include "nitro/core/reflect.hpp"
 #include "nitro/optim/param_store.hpp"
-#include "nitro/train/cache_stats.hpp"
+#include "nitro/core/cache_stats.hpp"
 #include "nitro/train/keywords.hpp"
-#include "nitro/train/metrics.hpp"
+#include "nitro/nn/metrics.hpp"
 
 #include <boost/hana/accessors.hpp>
 #include <boost/hana/for_each.hpp>

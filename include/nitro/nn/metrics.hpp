@@ -1,0 +1,522 @@
+// nitro/nn/metrics.hpp — what the metrics hook returns, and how a split's metrics add up.
+//
+// metrics(outputs, in) returns a Boost.Hana struct whose members are reducers (the note's pairs):
+//   nitro::mean_of{correct, n}   `correct => n`: summed over the split, then divided by the summed
+//                                count (a per-sample mean, whatever the batch sizes)
+//   nitro::sum_of{x}             `=> :sum`: summed over the split, never divided; x a number or a
+//                                tensor (a confusion matrix: the split's matrix)
+//   nitro::concat_of{x}          `=> :concat`: every sample of the split, aligned, batch last; x a
+//                                tensor, or a Hana struct of tensors sharing the batch extent
+//                                (reported as "name.member")
+//
+//   struct Metrics { BOOST_HANA_DEFINE_STRUCT(Metrics, (nitro::mean_of, acc), (nitro::sum_of<nitro::Tensor>, confusion)); };
+//   auto metrics(nitro::Tensor const& logits, LossIn const& in) const {
+//     return Metrics{{nitro::nn::correct_count(logits, in.label), double(in.label.batch())}, {confusion(logits, in.label)}};
+//   }
+//
+// finalize_metrics(acc, split) (optional hook) sees the reduced values — acc.at("acc") is a mean,
+// acc.tensor("confusion") the split's matrix — and returns them (or edits them in place).
+// metrics_residency(hook) (optional hook, called with nitro::hook::metrics{} or
+// nitro::hook::finalize_metrics{}) says where that hook's reducers live: nitro::residency::device
+// (the default for metrics: batches accumulate where they were computed, one read-back per split)
+// or nitro::residency::host (the default for finalize_metrics: each batch's values cross to the
+// host). On the CPU backend both are host memory; the choice is recorded in the result and the
+// crossings are counted, so it is observable either way.
+// With no metrics hook the loss is the metric, with a count of 1 per batch (`eval_loss` also adds
+// the loss beside the metrics when both exist).
+//
+// metric_accumulator lays out one slot per reducer at the first batch, by the metrics struct's
+// compile-time member positions; later batches write into those slots and allocate nothing
+// (reserve_samples(split size) sizes concatenations up front).
+#pragma once
+
+#include "nitro/bind/binding.hpp"
+#include "nitro/bind/kwargs.hpp"
+#include "nitro/core/markers.hpp"
+#include "nitro/core/meta.hpp"
+#include "nitro/tensor/tensor.hpp"
+#include "nitro/core/cache_stats.hpp"
+
+#include <boost/hana/accessors.hpp>
+#include <boost/hana/at.hpp>
+#include <boost/hana/string.hpp>
+
+#include <cstdint>      // int64_t
+#include <cstring>      // memcpy
+#include <map>          // results by name
+#include <string>       // names
+#include <string_view>  // lookups
+#include <type_traits>  // traits
+#include <utility>      // index_sequence
+#include <vector>       // slots, buffers
+
+namespace nitro {
+
+// ---- the reducers ------------------------------------------------------------------------------
+
+struct mean_of {
+  double sum = 0;
+  double count = 0;
+  mean_of() = default;
+  mean_of(double s, double n) : sum(s), count(n) {}
+  template <class T> mean_of(basic_tensor<T> const& s, double n) : sum(static_cast<double>(s.item())), count(n) {}
+};
+
+template <class V = double>
+struct sum_of {
+  V value{};
+};
+sum_of(double) -> sum_of<double>;
+sum_of(float) -> sum_of<double>;
+sum_of(int) -> sum_of<double>;
+sum_of(long) -> sum_of<double>;
+sum_of(long long) -> sum_of<double>;
+template <class T> sum_of(basic_tensor<T>) -> sum_of<basic_tensor<T>>;
+
+template <class V = Tensor>
+struct concat_of {
+  V value{};
+};
+template <class V> concat_of(V) -> concat_of<V>;
+
+// ---- a split's metrics, reduced -----------------------------------------------------------------
+
+struct metric_values {
+  std::map<std::string, double> scalars;   // means, summed numbers
+  std::map<std::string, Tensor> tensors;   // summed tensors, concatenations (owned)
+  residency accumulated_on = residency::device;  // where the metrics hook's reducers accumulated
+  residency finalized_on = residency::host;      // where finalize_metrics ran
+  std::int64_t batches = 0;
+
+  double at(std::string const& name) const {
+    if (auto it = scalars.find(name); it != scalars.end()) return it->second;
+    throw error("E-METRIC-001", "no metric called '" + name + "' (known: " + known() + ")", "name one of the metrics the split reported");
+  }
+  bool has(std::string const& name) const { return scalars.count(name) != 0; }
+  Tensor const& tensor(std::string const& name) const {
+    if (auto it = tensors.find(name); it != tensors.end()) return it->second;
+    throw error("E-METRIC-001", "no tensor metric called '" + name + "' (known: " + known() + ")",
+                "name one of the summed or concatenated metrics the split reported");
+  }
+  bool has_tensor(std::string const& name) const { return tensors.count(name) != 0; }
+
+ private:
+  std::string known() const {
+    std::string s;
+    for (auto const& [k, v] : scalars) s += (s.empty() ? "" : ", ") + k;
+    for (auto const& [k, v] : tensors) s += (s.empty() ? "" : ", ") + k + " (tensor)";
+    return s.empty() ? "none" : s;
+  }
+};
+
+// ---- compile-time diagnostics ---------------------------------------------------------------------
+
+template <class Member> struct metric_member {};
+template <auto P> struct metric_member_at {};
+
+template <class Hook, class Returned>
+struct metrics_must_return_a_struct {
+  static_assert(always_false<Hook, Returned>,
+                "E-METRIC-003: the metrics hook must return a Boost.Hana struct of reducers. Fix: "
+                "struct Metrics { BOOST_HANA_DEFINE_STRUCT(Metrics, (nitro::mean_of, acc)); }; and return Metrics{...}.");
+  static constexpr bool ok = false;
+};
+template <class Member, class Type>
+struct metric_is_not_a_reducer {
+  static_assert(always_false<Member, Type>,
+                "E-METRIC-004: a member of the metrics struct is not a reducer. Fix: declare it nitro::mean_of (x => n), "
+                "nitro::sum_of<double> or nitro::sum_of<nitro::Tensor> (=> :sum), or nitro::concat_of<...> (=> :concat); "
+                "a per-batch number is nitro::mean_of{x, 1}.");
+  static constexpr bool ok = false;
+};
+template <class Hook, class ReturnedOrExperiment>
+struct finalize_metrics_has_wrong_signature {
+  static_assert(always_false<Hook, ReturnedOrExperiment>,
+                "E-METRIC-008: finalize_metrics must take (nitro::metric_values, std::string_view split) and return "
+                "nitro::metric_values (or take nitro::metric_values& and return void). Fix: "
+                "nitro::metric_values finalize_metrics(nitro::metric_values acc, std::string_view split) const.");
+  static constexpr bool ok = false;
+};
+template <class Hook, class Returned>
+struct metrics_residency_has_wrong_type {
+  static_assert(always_false<Hook, Returned>,
+                "E-METRIC-009: metrics_residency(hook) must return nitro::residency (device or host). Fix: "
+                "nitro::residency metrics_residency(nitro::hook::metrics) const { return nitro::residency::host; }");
+  static constexpr bool ok = false;
+};
+
+namespace detail {
+
+enum class reducer_kind { mean, sum, concat };
+
+template <class T> struct is_basic_tensor : std::false_type {};
+template <class T> struct is_basic_tensor<basic_tensor<T>> : std::true_type {};
+
+template <class T> struct reducer_traits { static constexpr bool is_reducer = false; static constexpr std::size_t leaves = 1; };
+template <> struct reducer_traits<mean_of> {
+  static constexpr bool is_reducer = true;
+  static constexpr reducer_kind kind = reducer_kind::mean;
+  static constexpr std::size_t leaves = 1;
+};
+template <class V> struct reducer_traits<sum_of<V>> {
+  static constexpr bool is_reducer = std::is_arithmetic_v<V> || is_basic_tensor<V>::value;
+  static constexpr reducer_kind kind = reducer_kind::sum;
+  static constexpr std::size_t leaves = 1;
+};
+template <class V> struct reducer_traits<concat_of<V>> {
+  static constexpr bool is_struct = is_hana_struct_v<V>;
+  static constexpr bool is_reducer = is_basic_tensor<V>::value || is_struct;
+  static constexpr reducer_kind kind = reducer_kind::concat;
+  static constexpr std::size_t leaves = [] {
+    if constexpr (is_struct) return member_count<V>;
+    else return std::size_t{1};
+  }();
+};
+
+// Slots used by the members before member I of M.
+template <class M, std::size_t... J>
+constexpr std::size_t leaves_before(std::index_sequence<J...>) noexcept {
+  return (std::size_t{0} + ... + reducer_traits<std::remove_cvref_t<decltype(accessor_at<M, J>{}(std::declval<M const&>()))>>::leaves);
+}
+template <class M, std::size_t I>
+inline constexpr std::size_t slot_offset = leaves_before<M>(std::make_index_sequence<I>{});
+
+template <class M, std::size_t I>
+using member_t = std::remove_cvref_t<decltype(accessor_at<M, I>{}(std::declval<M const&>()))>;
+
+template <class M>
+constexpr bool check_metrics_struct() {
+  if constexpr (!is_hana_struct_v<M>) {
+    return metrics_must_return_a_struct<hook::metrics, returns<M>>::ok;
+  } else {
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      return ([] {
+        using T = member_t<M, I>;
+        if constexpr (reducer_traits<T>::is_reducer) return true;
+        else if constexpr (accessor_member_ptr<accessor_at<M, I>>::known)
+          return metric_is_not_a_reducer<metric_member_at<accessor_member_ptr<accessor_at<M, I>>::value>, T>::ok;
+        else return metric_is_not_a_reducer<metric_member<M>, T>::ok;
+      }() && ...);
+    }(std::make_index_sequence<member_count<M>>{});
+  }
+}
+
+template <class M> struct type_tag { static constexpr char id = 0; };
+
+}  // namespace detail
+
+// ---- the accumulator ------------------------------------------------------------------------------
+
+class metric_accumulator {
+ public:
+  metric_accumulator() = default;
+  explicit metric_accumulator(residency where) { set_residency(where); }
+
+  // Where the reducers accumulate (metrics_residency). A GraphConst is not a place: E-METRIC-005.
+  void set_residency(residency where) {
+    if (where == residency::graph_const)
+      throw error("E-METRIC-005", "metrics_residency returned GraphConst, which is not a place to accumulate",
+                  "return nitro::residency::device or nitro::residency::host");
+    m_where = where;
+  }
+  residency where() const noexcept { return m_where; }
+
+  // Room for `n` samples in every concatenation, so a whole split concatenates without growing.
+  void reserve_samples(std::int64_t n) { m_reserve = n > 0 ? n : 0; for (auto& s : m_slots) reserve_slot(s); }
+
+  // A new split: clears the sums, keeps the layout and the buffers.
+  void clear() noexcept {
+    for (auto& s : m_slots) {
+      s.sum = s.count = 0;
+      s.adds = 0;
+      s.seen = false;
+      std::fill(s.tensor_sum.begin(), s.tensor_sum.end(), 0.0);
+      s.cat.clear();
+      s.cat_samples = 0;
+    }
+    m_batches = 0;
+    m_readbacks = 0;
+  }
+
+  // One batch of the metrics hook's result.
+  template <class M>
+  void add(M const& m) {
+    static_assert(detail::check_metrics_struct<M>());
+    if (m_type != &detail::type_tag<M>::id) layout<M>();
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (add_member(m_slots_base + detail::slot_offset<M, I>, detail::accessor_at<M, I>{}(m)), ...);
+    }(std::make_index_sequence<detail::member_count<M>>{});
+    if (m_slots_base < m_slots.size()) note_add(m_slots[m_slots_base]);
+  }
+
+  // The loss of one batch, counted once ("loss": the mean over batches).
+  void add_loss(double loss) { add_mean("loss", mean_of(loss, 1.0)); }
+  void add_mean(std::string_view name, mean_of const& v) {
+    slot& s = named_slot(name, detail::reducer_kind::mean);
+    s.sum += v.sum;
+    s.count += v.count;
+    s.seen = true;
+    note_add(s);
+  }
+
+  // The reduced values; under device residency this is the split's one read-back.
+  metric_values result() const {
+    metric_values out;
+    out.accumulated_on = m_where;
+    out.batches = m_batches;
+    if (m_where == residency::device) ++m_readbacks;
+    for (auto const& s : m_slots) {
+      if (!s.seen) continue;
+      switch (s.kind) {
+        case detail::reducer_kind::mean:
+          out.scalars[s.name] = s.count != 0 ? s.sum / s.count : 0.0;
+          break;
+        case detail::reducer_kind::sum:
+          if (!s.is_tensor) out.scalars[s.name] = s.sum;
+          else if (s.shape.rank() == 0) out.scalars[s.name] = s.tensor_sum.empty() ? 0.0 : s.tensor_sum[0];
+          else {
+            Tensor t = Tensor::owned(s.shape);
+            for (std::size_t i = 0; i < s.tensor_sum.size(); ++i) t[static_cast<std::int64_t>(i)] = static_cast<float>(s.tensor_sum[i]);
+            out.tensors[s.name] = t;
+          }
+          break;
+        case detail::reducer_kind::concat: {
+          Tensor t = Tensor::owned(s.shape.with_last(s.cat_samples));
+          if (!s.cat.empty()) std::memcpy(t.data(), s.cat.data(), sizeof(float) * s.cat.size());
+          out.tensors[s.name] = t;
+          break;
+        }
+      }
+    }
+    return out;
+  }
+
+  std::int64_t batches() const noexcept { return m_batches; }
+  // Crossings from where the reducers live to the host: one per batch (host residency) or one
+  // per result (device residency).
+  std::int64_t host_transfers() const noexcept { return (m_where == residency::host ? m_batches : 0) + m_readbacks; }
+  std::size_t slot_count() const noexcept { return m_slots.size(); }
+
+ private:
+  struct slot {
+    std::string name;
+    detail::reducer_kind kind = detail::reducer_kind::mean;
+    bool seen = false;
+    double sum = 0, count = 0;          // mean; numeric sum
+    std::int64_t adds = 0;              // batches this slot has seen since clear()
+    bool is_tensor = false;             // sum of tensors
+    nitro::shape shape{};               // summed tensor's shape, or one sample's shape (concat)
+    std::vector<double> tensor_sum;
+    std::vector<float> cat;             // concatenated samples, column-major, batch last
+    std::int64_t cat_features = 0, cat_samples = 0;
+  };
+
+  static cache_counter& buffers_cache() {
+    static cache_counter& c = runtime_cache("metrics.accumulator.buffers");
+    return c;
+  }
+
+  // Batches are counted per slot (the loss and the metrics struct each see every batch once).
+  void note_add(slot& s) noexcept {
+    if (++s.adds > m_batches) m_batches = s.adds;
+  }
+
+  template <class M>
+  void layout() {
+    if (m_type != nullptr)
+      throw error("E-METRIC-006", "one metric accumulator received two different metrics struct types",
+                  "use one accumulator per metrics hook");
+    m_type = &detail::type_tag<M>::id;
+    m_slots_base = m_slots.size();
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (add_slots<detail::member_t<M, I>>(boost::hana::to<char const*>(detail::key_at<M, I>{})), ...);
+    }(std::make_index_sequence<detail::member_count<M>>{});
+  }
+  template <class T>
+  void add_slots(std::string name) {
+    using R = detail::reducer_traits<T>;
+    if constexpr (R::kind == detail::reducer_kind::concat) {
+      if constexpr (R::is_struct) {
+        using V = decltype(T{}.value);
+        [&]<std::size_t... J>(std::index_sequence<J...>) {
+          (new_slot(name + "." + boost::hana::to<char const*>(detail::key_at<V, J>{}), R::kind), ...);
+        }(std::make_index_sequence<detail::member_count<V>>{});
+      } else {
+        new_slot(std::move(name), R::kind);
+      }
+    } else {
+      new_slot(std::move(name), R::kind);
+    }
+  }
+  slot& new_slot(std::string name, detail::reducer_kind kind) {
+    for (auto const& s : m_slots)
+      if (s.name == name)
+        throw error("E-METRIC-007", "two metrics are called '" + name + "' (the loss is reported as 'loss')",
+                    "rename one of them");
+    m_slots.push_back({});
+    m_slots.back().name = std::move(name);
+    m_slots.back().kind = kind;
+    return m_slots.back();
+  }
+  slot& named_slot(std::string_view name, detail::reducer_kind kind) {
+    for (auto& s : m_slots)
+      if (s.name == name) return s;
+    // inserting before the metrics struct's slots would shift them: keep them at the end
+    if (m_type != nullptr) {
+      m_slots.insert(m_slots.begin() + static_cast<std::ptrdiff_t>(m_slots_base), slot{});
+      slot& s = m_slots[m_slots_base++];
+      s.name = std::string(name);
+      s.kind = kind;
+      return s;
+    }
+    return new_slot(std::string(name), kind);
+  }
+  void reserve_slot(slot& s) {
+    if (s.kind == detail::reducer_kind::concat && s.cat_features > 0 && m_reserve > 0)
+      s.cat.reserve(static_cast<std::size_t>(s.cat_features * m_reserve));
+  }
+
+  void add_member(std::size_t at, mean_of const& v) {
+    slot& s = m_slots[at];
+    s.sum += v.sum;
+    s.count += v.count;
+    s.seen = true;
+  }
+  template <class V>
+  void add_member(std::size_t at, sum_of<V> const& v) {
+    slot& s = m_slots[at];
+    if constexpr (std::is_arithmetic_v<V>) {
+      s.sum += static_cast<double>(v.value);
+    } else {
+      auto const& x = v.value;
+      if (!s.seen) {
+        s.is_tensor = true;
+        if (s.tensor_sum.size() != static_cast<std::size_t>(x.numel()) || !(s.shape == x.shape())) {
+          if (s.tensor_sum.capacity() < static_cast<std::size_t>(x.numel())) buffers_cache().miss(); else buffers_cache().hit();
+          s.tensor_sum.assign(static_cast<std::size_t>(x.numel()), 0.0);
+        } else {
+          buffers_cache().hit();
+        }
+        s.shape = x.shape();
+      } else if (!(s.shape == x.shape())) {
+        throw error("E-METRIC-002",
+                    "the summed metric '" + s.name + "' changed shape from " + s.shape.to_string() + " to " + x.shape().to_string(),
+                    "return tensors of one shape for a nitro::sum_of metric in every batch");
+      }
+      for (std::int64_t i = 0; i < x.numel(); ++i) s.tensor_sum[static_cast<std::size_t>(i)] += static_cast<double>(x[i]);
+    }
+    s.seen = true;
+  }
+  template <class V>
+  void add_member(std::size_t at, concat_of<V> const& v) {
+    if constexpr (detail::is_basic_tensor<V>::value) {
+      append(m_slots[at], v.value, v.value.rank() == 0 ? 1 : v.value.batch());
+    } else {
+      const std::int64_t n = batch_of(detail::accessor_at<V, 0>{}(v.value));
+      [&]<std::size_t... J>(std::index_sequence<J...>) {
+        (append(m_slots[at + J], detail::accessor_at<V, J>{}(v.value), n), ...);
+      }(std::make_index_sequence<detail::member_count<V>>{});
+    }
+  }
+  template <class T>
+  static std::int64_t batch_of(basic_tensor<T> const& x) noexcept { return x.rank() == 0 ? 1 : x.batch(); }
+
+  template <class T>
+  void append(slot& s, basic_tensor<T> const& x, std::int64_t samples) {
+    const std::int64_t n = batch_of(x);
+    if (n != samples)
+      throw error("E-METRIC-007", "the concatenated metric '" + s.name + "' has " + std::to_string(n) +
+                                      " samples in this batch, but its sibling members have " + std::to_string(samples),
+                  "give every member of a nitro::concat_of struct the batch extent last");
+    const std::int64_t f = x.rank() <= 1 ? 1 : x.features();
+    const nitro::shape one = x.rank() == 0 ? nitro::shape{1} : x.shape().with_last(1);
+    if (!s.seen) {
+      if (s.cat_features != f) s.cat.clear();
+      s.cat_features = f;
+      s.shape = one;
+      reserve_slot(s);
+    } else if (!(s.shape == one)) {
+      throw error("E-METRIC-002",
+                  "the concatenated metric '" + s.name + "' changed its per-sample shape from " + s.shape.to_string() + " to " +
+                      one.to_string(),
+                  "return one per-sample shape for a nitro::concat_of metric in every batch");
+    }
+    const std::size_t need = s.cat.size() + static_cast<std::size_t>(f * n);
+    if (need > s.cat.capacity()) buffers_cache().miss(); else buffers_cache().hit();
+    const std::size_t at = s.cat.size();
+    s.cat.resize(need);
+    for (std::int64_t i = 0; i < f * n; ++i) s.cat[at + static_cast<std::size_t>(i)] = static_cast<float>(x[i]);
+    s.cat_samples += n;
+    s.seen = true;
+  }
+
+  std::vector<slot> m_slots;
+  std::size_t m_slots_base = 0;
+  char const* m_type = nullptr;
+  residency m_where = residency::device;
+  std::int64_t m_reserve = 0;
+  std::int64_t m_batches = 0;
+  mutable std::int64_t m_readbacks = 0;
+};
+
+// ---- the hooks around the accumulator --------------------------------------------------------------
+
+// Where hook H's reducers live: the experiment's metrics_residency(H{}) when it has one, else
+// device for metrics and host for finalize_metrics.
+template <class Hook, class E>
+residency metrics_residency_of(E const& e) {
+  if constexpr (requires { e.metrics_residency(Hook{}); }) {
+    using R = decltype(e.metrics_residency(Hook{}));
+    if constexpr (std::is_convertible_v<R, residency>) {
+      residency r = e.metrics_residency(Hook{});
+      if (r == residency::graph_const)
+        throw error("E-METRIC-005", std::string("metrics_residency(") + std::string(Hook::name) + ") returned GraphConst",
+                    "return nitro::residency::device or nitro::residency::host");
+      return r;
+    } else {
+      (void)metrics_residency_has_wrong_type<Hook, returns<R>>::ok;
+      return residency::device;
+    }
+  } else {
+    return std::is_same_v<Hook, hook::finalize_metrics> ? residency::host : residency::device;
+  }
+}
+
+// Applies the experiment's finalize_metrics(acc, split), when it has one.
+template <class E>
+metric_values finalize_metrics(E const& e, metric_values acc, std::string_view split) {
+  acc.finalized_on = metrics_residency_of<hook::finalize_metrics>(e);
+  if constexpr (hook::finalize_metrics::present<E>) {
+    if constexpr (requires { e.finalize_metrics(acc, split); }) {
+      using R = decltype(e.finalize_metrics(acc, split));
+      if constexpr (std::is_void_v<R>) {
+        e.finalize_metrics(acc, split);
+        return acc;
+      } else if constexpr (std::is_convertible_v<R, metric_values>) {
+        const residency acc_on = acc.accumulated_on, fin_on = acc.finalized_on;
+        const std::int64_t batches = acc.batches;
+        metric_values out = e.finalize_metrics(acc, split);
+        out.accumulated_on = acc_on;
+        out.finalized_on = fin_on;
+        out.batches = batches;
+        return out;
+      } else {
+        (void)finalize_metrics_has_wrong_signature<hook::finalize_metrics, returns<R>>::ok;
+        return acc;
+      }
+    } else {
+      (void)finalize_metrics_has_wrong_signature<hook::finalize_metrics, E>::ok;
+      return acc;
+    }
+  } else {
+    return acc;
+  }
+}
+
+// Does evaluation report the loss? Always without a metrics hook (the loss is the metric);
+// with one, when the eval_loss keyword says so.
+constexpr bool evaluation_reports_loss(bool has_loss, bool has_metrics, bool eval_loss) noexcept {
+  return has_loss && (eval_loss || !has_metrics);
+}
+
+}  // namespace nitro

@@ -1,0 +1,138 @@
+// nitro/record/loggers/jsonl.hpp — metrics as JSON Lines: one JSON object per line.
+//
+//   nitro::jsonl_logger("metrics.jsonl")     // relative paths are inside the run directory
+//
+// The first line is the metadata: the caller's JSON object (run_info::metadata_json: the
+// selection, seed, versions, ...) with "type": "metadata", "format": "nitro.metrics.v1", the
+// experiment, the horizon and the wall time added. Every later line is
+//   {"type":"metrics","split":"train","step":100,"epoch":1,"wall_time":1700000000.25,"loss":0.61,"eta":0.001}
+//   {"type":"metrics","split":"valid","step":429,"epoch":1,"wall_time":...,"acc":0.84,"loss":0.45}
+//   {"type":"end","status":"finished","reason":"","step":2145,"wall_time":...}
+// Numbers are the shortest text that reads back exactly; NaN and infinities are null (JSON has
+// neither). A resumed run appends, starting with a metadata line carrying "resumed": true.
+//
+// Guarantee: each line is written with one write and flushed, so a crash leaves every earlier line
+// intact and at worst a last line without its newline, which readers skip. After on_setup a line
+// allocates nothing (its buffer is reused).
+#pragma once
+
+#include "nitro/core/error.hpp"
+#include "nitro/record/detail/record_text.hpp"
+#include "nitro/record/logger.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>       // wall time
+#include <cstdint>      // int64_t
+#include <filesystem>   // paths
+#include <string>       // the line buffer
+#include <string_view>  // names
+
+namespace nitro {
+
+namespace detail {
+inline double wall_time_now() noexcept {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+inline std::filesystem::path in_run_dir(std::filesystem::path const& dir, std::filesystem::path const& p) {
+  return p.is_absolute() || dir.empty() ? p : dir / p;
+}
+}  // namespace detail
+
+class jsonl_logger : public run_logger {
+ public:
+  explicit jsonl_logger(std::filesystem::path path = "metrics.jsonl") : m_path(std::move(path)) {}
+  jsonl_logger(jsonl_logger const& o) : run_logger(o), m_path(o.m_path) {}  // a description: the file opens in on_setup
+  jsonl_logger& operator=(jsonl_logger const&) = delete;
+
+  std::string describe() const override { return "jsonl(" + m_path.string() + ")"; }
+  // Where it writes (after on_setup: inside the run directory when the path was relative).
+  std::filesystem::path const& path() const noexcept { return m_resolved.empty() ? m_path : m_resolved; }
+
+  void on_setup(run_info const& info) override {
+    m_resolved = detail::in_run_dir(info.dir, m_path);
+    const std::int64_t had = m_file.open(m_resolved, "JSONL metrics file");
+    nlohmann::json caller;
+    try {
+      caller = nlohmann::json::parse(info.metadata_json.empty() ? std::string("{}") : info.metadata_json);
+    } catch (nlohmann::json::exception const& e) {
+      throw error("E-LOG-004", std::string("the run's metadata is not valid JSON: ") + e.what(), "pass a JSON object as run_info::metadata_json");
+    }
+    if (!caller.is_object()) throw error("E-LOG-004", "the run's metadata is JSON but not an object", "pass a JSON object, such as {\"selection\": {...}}");
+    nlohmann::json meta = nlohmann::json::object();
+    meta["type"] = "metadata";
+    meta["format"] = "nitro.metrics.v1";
+    for (auto it = caller.begin(); it != caller.end(); ++it)
+      if (it.key() != "type" && it.key() != "format") meta[it.key()] = it.value();
+    meta["experiment"] = info.experiment;
+    meta["steps_per_epoch"] = info.steps_per_epoch;
+    meta["max_epochs"] = info.max_epochs;
+    meta["total_steps"] = info.total_steps;
+    meta["batch_size"] = info.batch_size;
+    meta["start_step"] = info.start_step;
+    meta["resumed"] = had > 0;
+    meta["wall_time"] = detail::wall_time_now();
+    m_line = meta.dump();
+    m_line += '\n';
+    m_file.write(m_line);
+    m_line.reserve(1024);
+  }
+
+  void on_step(std::int64_t step, int epoch, scalars values) override {
+    begin_line("train", step, epoch);
+    for (auto const& s : values) field(s.name, s.value);
+    end_line();
+  }
+  void on_eval(std::int64_t step, int epoch, std::string_view split, metric_values const& m) override {
+    begin_line(split, step, epoch);
+    for (auto const& [name, v] : m.scalars) field(name, v);
+    end_line();
+  }
+  void on_end(run_status status, std::string_view reason) override {
+    m_line.clear();
+    m_line += "{\"type\":\"end\",\"status\":";
+    detail::append_json_string(m_line, to_string(status));
+    m_line += ",\"reason\":";
+    detail::append_json_string(m_line, reason);
+    m_line += ",\"step\":";
+    detail::append_integer(m_line, m_last_step);
+    m_line += ",\"wall_time\":";
+    detail::append_json_number(m_line, detail::wall_time_now());
+    m_line += "}\n";
+    m_file.write(m_line);
+    m_file.close();
+  }
+
+ private:
+  void begin_line(std::string_view split, std::int64_t step, int epoch) {
+    m_last_step = step;
+    m_line.clear();
+    m_line += "{\"type\":\"metrics\",\"split\":";
+    detail::append_json_string(m_line, split);
+    m_line += ",\"step\":";
+    detail::append_integer(m_line, step);
+    m_line += ",\"epoch\":";
+    detail::append_integer(m_line, epoch);
+    m_line += ",\"wall_time\":";
+    detail::append_json_number(m_line, detail::wall_time_now());
+  }
+  void field(std::string_view name, double v) {
+    detail::check_metric_name(name, {"type", "split", "step", "epoch", "wall_time"}, "JSONL record");
+    m_line += ',';
+    detail::append_json_string(m_line, name);
+    m_line += ':';
+    detail::append_json_number(m_line, v);
+  }
+  void end_line() {
+    m_line += "}\n";
+    m_file.write(m_line);
+  }
+
+  std::filesystem::path m_path;
+  std::filesystem::path m_resolved;
+  detail::append_file m_file;
+  std::string m_line;
+  std::int64_t m_last_step = 0;
+};
+
+}  // namespace nitro

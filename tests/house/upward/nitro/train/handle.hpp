@@ -1,0 +1,3 @@
+// the room above
+#pragma once
+#include "nitro/core/vocabulary.hpp"
