@@ -22,6 +22,7 @@
 #include "nitro/tensor/ops.hpp"
 #include "nitro/tensor/tensor.hpp"
 
+#include "nitro/nn/classification.hpp"
 #include "nitro/nn/gradcheck.hpp"
 #include "nitro/nn/init.hpp"
 #include "nitro/nn/layer.hpp"

@@ -143,3 +143,29 @@ TEST_CASE("losses: gradients against finite differences") {
   require_ok(nitro::nn::gradcheck([&] { return nitro::nn::mse(x, y); }, {&x, &y}));
   require_ok(nitro::nn::gradcheck([&] { return nitro::nn::logitbinarycrossentropy(x, nitro::sigmoid(y)); }, {&x, &y}));
 }
+
+TEST_CASE("classification: confusion_matrix counts (true, predicted) for one-hot and index targets; accuracy agrees") {
+  // 3 classes, 4 samples: predicted 0, 2, 2, 1 (the largest logit); true 0, 2, 1, 1
+  nitro::Tensor logits = nitro::Tensor::owned({3, 4});
+  const float x[12] = {5, 1, 0, /**/ 0, 1, 3, /**/ 1, 0, 2, /**/ 0, 4, 1};
+  for (int k = 0; k < 12; ++k) logits[k] = x[k];
+  nitro::Tensor index = nitro::Tensor::owned({1, 4});
+  const float truth[4] = {0, 2, 1, 1};
+  for (int c = 0; c < 4; ++c) index[c] = truth[c];
+  nitro::Tensor onehot = nitro::Tensor::zeros({3, 4});
+  for (int c = 0; c < 4; ++c) onehot(int(truth[c]), c) = 1;
+  for (auto const* target : {&index, &onehot}) {
+    auto cm = nitro::nn::confusion_matrix(logits, *target);
+    REQUIRE(cm.shape() == nitro::shape{3, 3});
+    const float want[3][3] = {{1, 0, 0}, {0, 1, 1}, {0, 0, 1}};  // [true][predicted]
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) CHECK(cm(i, j) == want[i][j]);
+    auto m = nitro::nn::classification(logits, *target);
+    CHECK(m.acc.sum == 3);
+    CHECK(m.acc.count == 4);
+    CHECK(m.confusion.value(1, 2) == 1);  // the one mistake: class 1 taken for 2
+    auto a = nitro::nn::accuracy(logits, *target);
+    CHECK(a.acc.sum == 3);
+    CHECK(a.acc.count == 4);
+  }
+}

@@ -32,6 +32,16 @@ struct image_batch {
   BOOST_HANA_DEFINE_STRUCT(image_batch, (nitro::Tensor, img), (nitro::Tensor, label), (nitro::Index, idx));
 };
 
+// The stock hook inputs of an image_batch: forward reads the images, loss and metrics the labels.
+//   auto forward(auto const& m, auto const& ps, auto const& st, nitro::data::image_in const& in) const;
+//   auto loss(nitro::Tensor const& logits, nitro::data::label_in const& in) const;
+struct image_in {
+  BOOST_HANA_DEFINE_STRUCT(image_in, (nitro::Tensor, img));
+};
+struct label_in {
+  BOOST_HANA_DEFINE_STRUCT(label_in, (nitro::Tensor, label));
+};
+
 struct fashion_mnist_options {
   std::string dir{};              // empty: $NITRO_FASHION_MNIST_DIR, else /usr/share/datasets/fashion-mnist
   std::int64_t valid = 5000;      // training images held out as the valid split
