@@ -20,6 +20,10 @@ TOP = len(ROOMS)
 # (tensor/cuda/backend.cuh) calls them and they use its runtime, so they share its rank.
 SAME_RANK = {"kernels": "tensor"}
 
+# Folders only their own room may include: the CPU backend is reached through the step context's
+# device_ops (tensor/backend.hpp), never named by a layer, an op or the trainer.
+PRIVATE = {"tensor/cpu/": "tensor"}
+
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
 RAW_OPEN = re.compile(r'R"([^(\s]*)\(')  # a raw string literal's lines are text, not directives
 
@@ -69,6 +73,10 @@ def main(dirs):
                 continue
             if path.suffix == ".hpp" and target.endswith(".cuh"):
                 bad.append(f"{path}:{n}: a .hpp includes {inc}. Fix: only nvcc's translation units (.cu/.cuh) include .cuh")
+            for folder, owner in PRIVATE.items():
+                if target.startswith(folder) and room != owner:
+                    bad.append(f"{path}:{n}: {room}/ includes {inc}, which only {owner}/ may include. "
+                               f"Fix: reach the backend through nitro::detail::active_ops() (tensor/backend.hpp)")
             to = room_of(target)
             if to is None and room is not None:
                 bad.append(f"{path}:{n}: room {room}/ includes the gathering header {inc}. Fix: include the headers it needs")

@@ -257,6 +257,8 @@ TEST_CASE("run records the selection everywhere, and eval reproduces the recorde
   CHECK(m["run_keywords"]["log_every_n_steps"]["source"] == "keyword");
   CHECK(m["run_keywords"]["max_epochs"]["source"] == "field");
   CHECK(m["data"]["splits"]["train"] == 96);  // build_data saw the selected n_samples
+  CHECK(m["backend"]["device"] == "cpu");     // the handle's backend, as show() names it
+  CHECK(m["backend"]["name"] == "cpu (Eigen)");
   auto st = nitro::read_json(run + "/status.json");
   CHECK(st["state"] == "finished");
   CHECK(st["step"] == 6);  // one epoch of 96 / 16

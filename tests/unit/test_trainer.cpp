@@ -120,7 +120,19 @@ using namespace trainer_test;
 
 // =====================================================================================================
 TEST_SUITE("run keywords") {
-  TEST_CASE("keyword, else accessor, else field, else default — for the keywords of this room") {
+TEST_CASE("one table — every record is a name the handle accepts, with a doc; every accepted name has a record") {
+  const auto records = nitro::run_keywords(Plain{}).records();
+  std::vector<std::string> accepted(std::begin(nitro::detail::run_keyword_names), std::end(nitro::detail::run_keyword_names));
+  REQUIRE(records.size() + 1 == accepted.size());  // all but `checkpoint`, the deprecated spelling of weights
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    CHECK(records[i].name == accepted[i]);  // the same order: the table's
+    CHECK_FALSE(nitro::run_keyword_doc(records[i].name).empty());
+  }
+  CHECK(accepted.back() == "checkpoint");
+  CHECK(nitro::run_keyword_doc("no_such_keyword").empty());
+}
+
+TEST_CASE("keyword, else accessor, else field, else default — for the keywords of this room") {
     nitro::run_keywords a(Plain{});
     CHECK(a.ema.source == nitro::keyword_source::fallback);
     CHECK_FALSE(a.ema.value.enabled());

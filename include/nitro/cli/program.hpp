@@ -206,44 +206,6 @@ inline ordered_json record_value_json(std::string const& text) {
   return text;
 }
 
-// One line on what each run keyword is, for explain.
-inline std::string keyword_doc(std::string_view name) {
-  static const std::pair<std::string_view, std::string_view> docs[] = {
-      {"seed", "the run seed; every random stream folds it in"},
-      {"run_dir", "where runs are recorded"},
-      {"n_devs", "devices to train on"},
-      {"accum", "batches accumulated per optimizer step"},
-      {"max_epochs", "epochs to train"},
-      {"schedules", "schedule key -> factory of the horizon (an accessor, never a field)"},
-      {"gradient_clip_norm", "global gradient-norm clip (0: off)"},
-      {"check_divergence", "stop as diverged on a NaN, infinite or blown-up loss"},
-      {"autolog_schedules", "log every scheduled value"},
-      {"log_every_n_steps", "steps between train log lines"},
-      {"logger", "where the run's lines go"},
-      {"checkpointer", "when checkpoints are written, which are kept"},
-      {"early_stop", "evaluations without improvement before stopping"},
-      {"monitor", "the metric early stopping and the best checkpoint watch"},
-      {"eval_loss", "report the loss when evaluating"},
-      {"ema", "an exponential moving average of the weights"},
-      {"batch_size", "samples per batch"},
-      {"max_steps", "optimizer steps to train instead of max_epochs epochs (0: max_epochs decides)"},
-      {"eval_every", "steps between evaluations of valid besides each epoch's end (0: none)"},
-      {"diagnostics", "gradient and parameter norms in every train line"},
-      {"data", "the data set"},
-      {"weights", "weights to start from"},
-      {"resume", "a checkpoint to continue exactly"},
-      {"run_ref", "the run's record folder"},
-      {"w0", "the anchor of decay toward w0"},
-      {"restore_optimizer", "resume the optimizer's state too"},
-      {"restore_best", "the weights the run ends with"},
-      {"eval_weights", "the weights evaluate() uses"},
-      {"load_ema", "take the EMA a weights or resume file holds"},
-  };
-  for (auto const& [n, d] : docs)
-    if (n == name) return std::string(d);
-  return {};
-}
-
 template <class E>
 struct program {
   using experiment_type = E;
@@ -294,7 +256,7 @@ struct program {
                               selection_keywords<E>(s));
     std::vector<keyword_row> rows;
     for (auto const& r : records) {
-      keyword_row row{r.name, r.value, to_string(r.source), keyword_doc(r.name), r.note};
+      keyword_row row{r.name, r.value, to_string(r.source), std::string(run_keyword_doc(r.name)), r.note};
       if (r.name == "max_steps" && s.request.steps) row = {r.name, std::to_string(*s.request.steps), "override", row.doc, "--steps"};
       if (r.name == "eval_every" && s.request.eval_every) row = {r.name, std::to_string(*s.request.eval_every), "override", row.doc, "--eval-every"};
       if (r.name == "diagnostics" && s.request.diagnostics) row = {r.name, "true", "override", row.doc, "--diagnostics"};
@@ -604,6 +566,7 @@ struct program {
     ordered_json splits = ordered_json::object();
     for (auto const& sp : h->data().splits) splits[sp.name()] = sp.size();
     ident.data["splits"] = splits;
+    ident.backend = {{"device", to_string(h->backend().device)}, {"name", h->backend().name()}};
     if (lead) {
       rec.write_manifest(manifest_json(c, s, ident));
       rec.write_text("binding_report.txt", show_text(h->description()) + "\n" + binding_report(c, s));

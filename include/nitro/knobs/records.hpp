@@ -69,6 +69,7 @@ struct run_identity {
   std::string command;           // the command line, for the record
   ordered_json run_keywords = ordered_json::object();  // name -> {value, source}
   ordered_json data = ordered_json::object();          // name, fingerprint, splits
+  ordered_json backend;                                // device, name: the handle's backend (null until it is built)
 };
 
 // Every knob with its value and source (and doc): the manifest's and explain's view.
@@ -159,6 +160,7 @@ inline ordered_json manifest_json(catalog const& c, selection const& s, run_iden
   m["versions"] = versions_json();
   m["build"] = build_json();
   m["data"] = id.data;
+  if (!id.backend.is_null()) m["backend"] = id.backend;
   m["times"] = {{"started", id.started}};
   m["command"] = id.command;
   m["host"] = host_name();

@@ -1,49 +1,41 @@
-// nitro/tensor/backend.hpp — what the trainer asks of the machine that runs a step.
+// nitro/tensor/backend.hpp — the Backend concept: what the trainer asks of the machine that runs a step.
 //
-// The trainer moves batch fields to the device, and nothing else crosses: `to_device` is the one
-// door, and it counts what passes through it (by field name and bytes) so tests and `show` can
-// see that a field no hook declares never moved. The CPU backend's device memory is host memory:
-// its to_device hands back the same view. A CUDA backend copies through pinned buffers.
+//   static_assert(nitro::Backend<nitro::cpu_backend>);
+//   nitro::detail::active_ops().gemm(...);   // an op's product, on the backend of the running step
+//
+// A backend is a run's choice (the handle's `device` construction fact), never a second trainer. It
+// has a device kind and a name (recorded in the manifest and show()), `to_device(field, tensor)` —
+// the one door batch fields pass through, counted — and `ops()`, the kernels table (device_ops.hpp)
+// that the handle installs in every step and evaluation context, so layers, losses and ops reach the
+// backend through the context and never name one. Memory inside a step comes from the context's
+// arena (tensor/tape.hpp), whichever backend runs it.
 #pragma once
 
+#include "nitro/tensor/cpu/backend.hpp"
+#include "nitro/tensor/device_ops.hpp"
+#include "nitro/tensor/tape.hpp"
 #include "nitro/tensor/tensor.hpp"
 
-#include <cstdint>      // int64_t
-#include <functional>   // less<>: lookups by string_view
-#include <map>          // transfer counts
-#include <string>       // field names
+#include <concepts>     // convertible_to, same_as
 #include <string_view>  // field names
 
 namespace nitro {
 
-struct transfer_count {
-  std::int64_t transfers = 0;
-  std::int64_t bytes = 0;
+template <class B>
+concept Backend = requires(B& b, B const& cb, std::string_view field, basic_tensor<float> const& host) {
+  { B::device } -> std::convertible_to<device_kind>;
+  { cb.name() } -> std::convertible_to<char const*>;
+  { b.to_device(field, host) } -> std::same_as<basic_tensor<float>>;
+  { cb.ops() } -> std::same_as<device_ops&>;
 };
+static_assert(Backend<cpu_backend>);
 
-class cpu_backend {
- public:
-  static constexpr device_kind device = device_kind::cpu;
-  static constexpr char const* name() noexcept { return "cpu (Eigen)"; }
-
-  template <class T>
-  basic_tensor<T> to_device(std::string_view field, basic_tensor<T> const& host) {
-    auto it = m_counts.find(field);
-    if (it == m_counts.end()) it = m_counts.emplace(std::string(field), transfer_count{}).first;
-    it->second.transfers += 1;
-    it->second.bytes += host.numel() * static_cast<std::int64_t>(sizeof(T));
-    return host;
-  }
-
-  std::map<std::string, transfer_count, std::less<>> const& transfers() const noexcept { return m_counts; }
-  transfer_count transfers_of(std::string_view field) const {
-    auto it = m_counts.find(field);
-    return it == m_counts.end() ? transfer_count{} : it->second;
-  }
-  void reset_counts() { m_counts.clear(); }
-
- private:
-  std::map<std::string, transfer_count, std::less<>> m_counts;
-};
+namespace detail {
+// The kernels of the step (or evaluation) running on this thread; the CPU's outside one.
+inline device_ops& active_ops() noexcept {
+  step_context* c = current_context();
+  return c && c->ops ? *c->ops : cpu::ops::instance();
+}
+}  // namespace detail
 
 }  // namespace nitro

@@ -164,14 +164,18 @@ class tape {
   std::size_t m_running = no_node;
 };
 
+class device_ops;  // tensor/device_ops.hpp
+
 // What the operations of one step share: where intermediates live, whether gradients are being
-// recorded, whether layers run in training mode, and the step's random stream.
+// recorded, whether layers run in training mode, the step's random stream, and the backend's kernels.
+
 struct step_context {
   arena* memory = nullptr;
   nitro::tape* tape = nullptr;  // null: no gradients (evaluation, prediction)
   bool training = false;
   std::uint64_t seed = 0;       // folded with a per-call counter for dropout masks
   std::uint64_t counter = 0;
+  device_ops* ops = nullptr;    // the backend's kernels (null: the CPU's); tensor/backend.hpp
 };
 
 namespace detail {

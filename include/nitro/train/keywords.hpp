@@ -17,6 +17,10 @@
 // of weights. They are spelled nitro::kw::<name> (also nitro::<name>, except data and
 // checkpointer, whose plain names are the data-set namespace and the checkpointer class).
 //
+// Each keyword is one row of the table NITRO_DETAIL_RUN_KEYWORDS below (name, type, knob or not, doc,
+// default), which generates the keyword objects, their resolvers, run_keywords' members and records,
+// the names E-KW-003 accepts and run_keyword_doc(name): nothing else lists them.
+//
 // `nitro::run_keywords kw(e, args...)` resolves them all at once and checks the arguments: an
 // unknown keyword, a keyword given twice, or a field/accessor of the right name but the wrong type
 // is a compile error naming it (E-KW-001..006); `kw.validate()` checks values (E-KW-007, E-EMA-001,
@@ -47,6 +51,47 @@
 #include <type_traits>  // detection
 #include <utility>      // forward
 #include <vector>       // records
+
+// ---- the one table of run keywords ----------------------------------------------------------------------
+// Every run keyword and construction fact, once, in the order the records list them. Each row
+// generates the keyword object, its resolver, its member of run_keywords, its record (manifest,
+// show, explain), the names E-KW-003 accepts, its one-line doc (explain) and, for `knob` rows, the
+// knob it can be without being a field (knobs/keyword_knobs.hpp).
+//   TYPED(name, Type, knob|no_knob, "doc", default...)   keyword -> accessor -> field -> default, as Type
+//   GENERIC(name, reads, "doc", default)                  keeps its value's type (keyword_accepts<"name">)
+//   FACT(name, Type|void, resolver, "doc", default)        a construction fact: the keyword or its default
+//   DATA("doc")                                           the data set: nitro::kw::data, resolved by the handle
+#define NITRO_DETAIL_RUN_KEYWORDS(TYPED, GENERIC, FACT, DATA)                                                               \
+  TYPED(seed, std::uint64_t, knob, "the run seed; every random stream folds it in", 1)                                  \
+  TYPED(run_dir, std::string, knob, "where runs are recorded", "runs")                                                   \
+  TYPED(n_devs, int, knob, "devices to train on", 1)                                                                     \
+  TYPED(accum, int, knob, "batches accumulated per optimizer step", 1)                                                   \
+  TYPED(max_epochs, int, knob, "epochs to train", 1)                                                                     \
+  GENERIC(schedules, accessor_only, "schedule key -> factory of the horizon (an accessor, never a field)",                \
+          ::nitro::framework_default{})                                                                                 \
+  TYPED(gradient_clip_norm, double, knob, "global gradient-norm clip (0: off)", 0.0)                                     \
+  TYPED(check_divergence, bool, knob, "stop as diverged on a NaN, infinite or blown-up loss", true)                      \
+  TYPED(autolog_schedules, bool, knob, "log every scheduled value", true)                                                \
+  TYPED(log_every_n_steps, int, knob, "steps between train log lines", 50)                                               \
+  GENERIC(logger, accessor_and_field, "where the run's lines go", ::nitro::default_loggers)                              \
+  GENERIC(checkpointer, accessor_and_field, "when checkpoints are written, which are kept", ::nitro::framework_default{}) \
+  TYPED(early_stop, early_stopping, no_knob, "evaluations without improvement before stopping", )                        \
+  TYPED(monitor, monitor_spec, no_knob, "the metric early stopping and the best checkpoint watch", )                     \
+  TYPED(eval_loss, bool, knob, "report the loss when evaluating", true)                                                  \
+  TYPED(ema, ema_options, no_knob, "an exponential moving average of the weights", )                                     \
+  TYPED(batch_size, std::int64_t, knob, "samples per batch", 128)                                                        \
+  TYPED(max_steps, std::int64_t, no_knob, "optimizer steps to train instead of max_epochs epochs (0: max_epochs decides)", 0) \
+  TYPED(eval_every, std::int64_t, no_knob, "steps between evaluations of valid besides each epoch's end (0: none)", 0)  \
+  TYPED(diagnostics, bool, no_knob, "gradient and parameter norms in every train line", false)                          \
+  DATA("the data set")                                                                                                  \
+  FACT(weights, void, resolve_weights_or_checkpoint, "weights to start from", ::nitro::not_given{})                     \
+  FACT(resume, void, resolve_resume, "a checkpoint to continue exactly", ::nitro::not_given{})                          \
+  FACT(run_ref, void, resolve_run_ref, "the run's record folder", ::nitro::not_given{})                                 \
+  FACT(w0, void, resolve_w0, "the anchor of decay toward w0", ::nitro::not_given{})                                     \
+  FACT(restore_optimizer, bool, resolve_restore_optimizer, "resume the optimizer's state too", true)                    \
+  FACT(restore_best, void, resolve_restore_best, "the weights the run ends with", ::nitro::not_given{})                 \
+  FACT(eval_weights, void, resolve_eval_weights, "the weights evaluate() uses", ::nitro::not_given{})                   \
+  FACT(load_ema, bool, resolve_load_ema, "take the EMA a weights or resume file holds", true)
 
 namespace nitro {
 
@@ -121,13 +166,14 @@ struct keyword_accessor_has_wrong_type {
 };
 template <class Keyword, std::size_t Position>
 struct unknown_run_keyword {
+#define NITRO_DETAIL_LISTED(KW_NAME, ...) #KW_NAME ", "
+#define NITRO_DETAIL_LISTED_DATA(Doc) "data, "
   static_assert(always_false<Keyword>,
-                "E-KW-003: this keyword is not one of the run keywords or construction facts (seed, run_dir, n_devs, "
-                "accum, max_epochs, schedules, gradient_clip_norm, check_divergence, autolog_schedules, "
-                "log_every_n_steps, logger, checkpointer, early_stop, monitor, eval_loss, ema, batch_size, max_steps, "
-                "eval_every, diagnostics; data, "
-                "weights, resume, run_ref, w0, restore_optimizer, restore_best, eval_weights, load_ema). "
-                "Fix: spell one of them.");
+                "E-KW-003: this keyword is not one of the run keywords or construction facts ("
+                NITRO_DETAIL_RUN_KEYWORDS(NITRO_DETAIL_LISTED, NITRO_DETAIL_LISTED, NITRO_DETAIL_LISTED, NITRO_DETAIL_LISTED_DATA)
+                "checkpoint). Fix: spell one of them.");
+#undef NITRO_DETAIL_LISTED
+#undef NITRO_DETAIL_LISTED_DATA
   static constexpr bool ok = false;
 };
 template <class Keyword, class ValueType>
@@ -418,45 +464,19 @@ auto resolve_fact(MakeDefault make_default, Args const&... args) {
     return ::nitro::detail::resolve_fact<#KW_NAME, Type>([] { return __VA_ARGS__; }, args...);              \
   }
 
-// ---- the typed run keywords ---------------------------------------------------------------------------
-NITRO_DETAIL_RUN_KEYWORD(seed, std::uint64_t, 1)
-NITRO_DETAIL_RUN_KEYWORD(run_dir, std::string, "runs")
-NITRO_DETAIL_RUN_KEYWORD(n_devs, int, 1)
-NITRO_DETAIL_RUN_KEYWORD(accum, int, 1)
-NITRO_DETAIL_RUN_KEYWORD(max_epochs, int, 1)
-NITRO_DETAIL_RUN_KEYWORD(gradient_clip_norm, double, 0.0)
-NITRO_DETAIL_RUN_KEYWORD(check_divergence, bool, true)
-NITRO_DETAIL_RUN_KEYWORD(autolog_schedules, bool, true)
-NITRO_DETAIL_RUN_KEYWORD(log_every_n_steps, int, 50)
-NITRO_DETAIL_RUN_KEYWORD(eval_loss, bool, true)
-NITRO_DETAIL_RUN_KEYWORD(early_stop, early_stopping, )       // = 5, or early_stopping{.patience, .min_delta}
-NITRO_DETAIL_RUN_KEYWORD(monitor, monitor_spec, )            // = "valid.acc", or nitro::maximize("valid.acc")
-NITRO_DETAIL_RUN_KEYWORD(ema, ema_options, )                 // = 0.999, or ema_options{.decay, .warmup, ...}
-
-// Not run keywords of the note, but resolved the same way: the batch size, and three the command
-// line's overrides (--steps, --eval-every, --diagnostics) reach the handle through.
-NITRO_DETAIL_RUN_KEYWORD(batch_size, std::int64_t, 128)
-NITRO_DETAIL_RUN_KEYWORD(max_steps, std::int64_t, 0)       // > 0: train this many optimizer steps instead of max_epochs epochs
-NITRO_DETAIL_RUN_KEYWORD(eval_every, std::int64_t, 0)      // > 0: also evaluate valid every this many steps
-NITRO_DETAIL_RUN_KEYWORD(diagnostics, bool, false)         // global gradient and parameter norms in every logged step
-
-// ---- the generic run keywords ---------------------------------------------------------------------------
-NITRO_DETAIL_GENERIC_KEYWORD(logger, accessor_and_field, ::nitro::default_loggers)
-NITRO_DETAIL_GENERIC_KEYWORD(checkpointer, accessor_and_field, ::nitro::framework_default{})
-NITRO_DETAIL_GENERIC_KEYWORD(schedules, accessor_only, ::nitro::framework_default{})
+#define NITRO_DETAIL_DECLARE_TYPED(KW_NAME, Type, Knob, Doc, ...) NITRO_DETAIL_RUN_KEYWORD(KW_NAME, Type, __VA_ARGS__)
+#define NITRO_DETAIL_DECLARE_GENERIC(KW_NAME, Reads, Doc, ...) NITRO_DETAIL_GENERIC_KEYWORD(KW_NAME, Reads, __VA_ARGS__)
+#define NITRO_DETAIL_DECLARE_FACT(KW_NAME, Type, Resolver, Doc, ...) NITRO_DETAIL_CONSTRUCTION_FACT(KW_NAME, Type, __VA_ARGS__)
+#define NITRO_DETAIL_DECLARE_DATA(Doc)  // `data` is nitro::kw::data, defined beside the handle
+NITRO_DETAIL_RUN_KEYWORDS(NITRO_DETAIL_DECLARE_TYPED, NITRO_DETAIL_DECLARE_GENERIC, NITRO_DETAIL_DECLARE_FACT, NITRO_DETAIL_DECLARE_DATA)
+#undef NITRO_DETAIL_DECLARE_TYPED
+#undef NITRO_DETAIL_DECLARE_GENERIC
+#undef NITRO_DETAIL_DECLARE_FACT
+#undef NITRO_DETAIL_DECLARE_DATA
+// The plain names of the generic keywords and facts (nitro::weights, ...). Not `data` (the data-set
+// namespace) nor `checkpointer` (the checkpointer class): those are nitro::kw:: only.
 using kw::logger;
 using kw::schedules;
-
-// ---- construction facts --------------------------------------------------------------------------------
-// `data` is nitro::kw::data (defined beside the handle); its resolution lives there.
-NITRO_DETAIL_CONSTRUCTION_FACT(weights, void, ::nitro::not_given{})
-NITRO_DETAIL_CONSTRUCTION_FACT(resume, void, ::nitro::not_given{})
-NITRO_DETAIL_CONSTRUCTION_FACT(run_ref, void, ::nitro::not_given{})
-NITRO_DETAIL_CONSTRUCTION_FACT(w0, void, ::nitro::not_given{})
-NITRO_DETAIL_CONSTRUCTION_FACT(restore_optimizer, bool, true)
-NITRO_DETAIL_CONSTRUCTION_FACT(restore_best, void, ::nitro::not_given{})
-NITRO_DETAIL_CONSTRUCTION_FACT(eval_weights, void, ::nitro::not_given{})
-NITRO_DETAIL_CONSTRUCTION_FACT(load_ema, bool, true)
 using kw::weights;
 using kw::resume;
 using kw::run_ref;
@@ -488,11 +508,39 @@ auto resolve_weights_or_checkpoint(Args const&... args) {
 
 namespace detail {
 
-inline constexpr std::string_view run_keyword_names[] = {
-    "seed", "run_dir", "n_devs", "accum", "max_epochs", "schedules", "gradient_clip_norm", "check_divergence",
-    "autolog_schedules", "log_every_n_steps", "logger", "checkpointer", "early_stop", "monitor", "eval_loss", "ema",
-    "batch_size", "max_steps", "eval_every", "diagnostics", "data", "weights", "checkpoint", "resume", "run_ref", "w0", "restore_optimizer", "restore_best",
-    "eval_weights", "load_ema"};
+#define NITRO_DETAIL_NAME_OF_TYPED(KW_NAME, ...) #KW_NAME,
+#define NITRO_DETAIL_NAME_OF_GENERIC(KW_NAME, ...) #KW_NAME,
+#define NITRO_DETAIL_NAME_OF_FACT(KW_NAME, ...) #KW_NAME,
+#define NITRO_DETAIL_NAME_OF_DATA(Doc) "data",
+// Every name a handle accepts: the table's, and `checkpoint`, the deprecated spelling of weights.
+inline constexpr std::string_view run_keyword_names[] = {NITRO_DETAIL_RUN_KEYWORDS(
+    NITRO_DETAIL_NAME_OF_TYPED, NITRO_DETAIL_NAME_OF_GENERIC, NITRO_DETAIL_NAME_OF_FACT, NITRO_DETAIL_NAME_OF_DATA) "checkpoint"};
+#undef NITRO_DETAIL_NAME_OF_TYPED
+#undef NITRO_DETAIL_NAME_OF_GENERIC
+#undef NITRO_DETAIL_NAME_OF_FACT
+#undef NITRO_DETAIL_NAME_OF_DATA
+
+#define NITRO_DETAIL_DOC_OF_TYPED(KW_NAME, Type, Knob, Doc, ...) {#KW_NAME, Doc},
+#define NITRO_DETAIL_DOC_OF_GENERIC(KW_NAME, Reads, Doc, ...) {#KW_NAME, Doc},
+#define NITRO_DETAIL_DOC_OF_FACT(KW_NAME, Type, Resolver, Doc, ...) {#KW_NAME, Doc},
+#define NITRO_DETAIL_DOC_OF_DATA(Doc) {"data", Doc},
+inline constexpr std::pair<std::string_view, std::string_view> run_keyword_docs[] = {NITRO_DETAIL_RUN_KEYWORDS(
+    NITRO_DETAIL_DOC_OF_TYPED, NITRO_DETAIL_DOC_OF_GENERIC, NITRO_DETAIL_DOC_OF_FACT, NITRO_DETAIL_DOC_OF_DATA)};
+#undef NITRO_DETAIL_DOC_OF_TYPED
+#undef NITRO_DETAIL_DOC_OF_GENERIC
+#undef NITRO_DETAIL_DOC_OF_FACT
+#undef NITRO_DETAIL_DOC_OF_DATA
+
+}  // namespace detail
+
+// What a run keyword is, in one line (explain's doc column); "" for a name that is none.
+constexpr std::string_view run_keyword_doc(std::string_view name) noexcept {
+  for (auto const& [n, d] : detail::run_keyword_docs)
+    if (n == name) return d;
+  return {};
+}
+
+namespace detail {
 
 constexpr bool known_keyword_name(std::string_view n) noexcept {
   for (auto k : run_keyword_names)
@@ -536,69 +584,28 @@ struct run_keywords {
     return (detail::check_keyword_arg<std::remove_cvref_t<Args>, I + 2, Args...>() && ...);
   }(std::index_sequence_for<Args...>{}));
 
-  resolved<std::uint64_t> seed;
-  resolved<std::string> run_dir;
-  resolved<int> n_devs;
-  resolved<int> accum;
-  resolved<int> max_epochs;
-  decltype(resolve_schedules(std::declval<E const&>(), std::declval<Args const&>()...)) schedules;
-  resolved<double> gradient_clip_norm;
-  resolved<bool> check_divergence;
-  resolved<bool> autolog_schedules;
-  resolved<int> log_every_n_steps;
-  decltype(resolve_logger(std::declval<E const&>(), std::declval<Args const&>()...)) logger;
-  decltype(resolve_checkpointer(std::declval<E const&>(), std::declval<Args const&>()...)) checkpointer;
-  resolved<early_stopping> early_stop;
-  resolved<monitor_spec> monitor;
-  resolved<bool> eval_loss;
-  resolved<ema_options> ema;
-  resolved<std::int64_t> batch_size;
-  resolved<std::int64_t> max_steps;
-  resolved<std::int64_t> eval_every;
-  resolved<bool> diagnostics;
-
-  decltype(resolve_weights_or_checkpoint(std::declval<Args const&>()...)) weights;
-  decltype(resolve_resume(std::declval<Args const&>()...)) resume;
-  decltype(resolve_run_ref(std::declval<Args const&>()...)) run_ref;
-  decltype(resolve_w0(std::declval<Args const&>()...)) w0;
-  resolved<bool> restore_optimizer;
-  decltype(resolve_restore_best(std::declval<Args const&>()...)) restore_best;
-  decltype(resolve_eval_weights(std::declval<Args const&>()...)) eval_weights;
-  resolved<bool> load_ema;
-  keyword_record data;
+#define NITRO_DETAIL_MEMBER_TYPED(KW_NAME, Type, ...) resolved<Type> KW_NAME;
+#define NITRO_DETAIL_MEMBER_GENERIC(KW_NAME, ...) decltype(resolve_##KW_NAME(std::declval<E const&>(), std::declval<Args const&>()...)) KW_NAME;
+#define NITRO_DETAIL_MEMBER_FACT(KW_NAME, Type, Resolver, ...) decltype(Resolver(std::declval<Args const&>()...)) KW_NAME;
+#define NITRO_DETAIL_MEMBER_DATA(Doc) keyword_record data;
+  NITRO_DETAIL_RUN_KEYWORDS(NITRO_DETAIL_MEMBER_TYPED, NITRO_DETAIL_MEMBER_GENERIC, NITRO_DETAIL_MEMBER_FACT, NITRO_DETAIL_MEMBER_DATA)
+#undef NITRO_DETAIL_MEMBER_TYPED
+#undef NITRO_DETAIL_MEMBER_GENERIC
+#undef NITRO_DETAIL_MEMBER_FACT
+#undef NITRO_DETAIL_MEMBER_DATA
   bool checkpoint_spelling = false;  // weights came as the deprecated `checkpoint`
 
+#define NITRO_DETAIL_INIT_TYPED(KW_NAME, ...) KW_NAME(resolve_##KW_NAME(e, args...)),
+#define NITRO_DETAIL_INIT_GENERIC(KW_NAME, ...) KW_NAME(resolve_##KW_NAME(e, args...)),
+#define NITRO_DETAIL_INIT_FACT(KW_NAME, Type, Resolver, ...) KW_NAME(Resolver(args...)),
+#define NITRO_DETAIL_INIT_DATA(Doc) data(detail::data_record(e, args...)),
   explicit run_keywords(E const& e, Args const&... args)
-      : seed(resolve_seed(e, args...)),
-        run_dir(resolve_run_dir(e, args...)),
-        n_devs(resolve_n_devs(e, args...)),
-        accum(resolve_accum(e, args...)),
-        max_epochs(resolve_max_epochs(e, args...)),
-        schedules(resolve_schedules(e, args...)),
-        gradient_clip_norm(resolve_gradient_clip_norm(e, args...)),
-        check_divergence(resolve_check_divergence(e, args...)),
-        autolog_schedules(resolve_autolog_schedules(e, args...)),
-        log_every_n_steps(resolve_log_every_n_steps(e, args...)),
-        logger(resolve_logger(e, args...)),
-        checkpointer(resolve_checkpointer(e, args...)),
-        early_stop(resolve_early_stop(e, args...)),
-        monitor(resolve_monitor(e, args...)),
-        eval_loss(resolve_eval_loss(e, args...)),
-        ema(resolve_ema(e, args...)),
-        batch_size(resolve_batch_size(e, args...)),
-        max_steps(resolve_max_steps(e, args...)),
-        eval_every(resolve_eval_every(e, args...)),
-        diagnostics(resolve_diagnostics(e, args...)),
-        weights(resolve_weights_or_checkpoint(args...)),
-        resume(resolve_resume(args...)),
-        run_ref(resolve_run_ref(args...)),
-        w0(resolve_w0(args...)),
-        restore_optimizer(resolve_restore_optimizer(args...)),
-        restore_best(resolve_restore_best(args...)),
-        eval_weights(resolve_eval_weights(args...)),
-        load_ema(resolve_load_ema(args...)),
-        data(detail::data_record(e, args...)),
+      : NITRO_DETAIL_RUN_KEYWORDS(NITRO_DETAIL_INIT_TYPED, NITRO_DETAIL_INIT_GENERIC, NITRO_DETAIL_INIT_FACT, NITRO_DETAIL_INIT_DATA)
         checkpoint_spelling(has_keyword<"checkpoint", Args...>()) {}
+#undef NITRO_DETAIL_INIT_TYPED
+#undef NITRO_DETAIL_INIT_GENERIC
+#undef NITRO_DETAIL_INIT_FACT
+#undef NITRO_DETAIL_INIT_DATA
 
   // Values a type cannot rule out: E-KW-007 (and the options' own codes).
   void validate() const {
@@ -619,42 +626,23 @@ struct run_keywords {
     early_stop.value.validate();
   }
 
-  // One record per keyword: the sixteen in the note's order, batch_size, max_steps, eval_every,
-  // diagnostics, then the facts.
+  // One record per keyword, in the table's order: the sixteen of the note, batch_size, max_steps,
+  // eval_every, diagnostics, then data and the facts.
   std::vector<keyword_record> records() const {
     std::vector<keyword_record> r;
     auto add = [&](char const* name, auto const& res, bool fact = false, std::string note = {}) {
       r.push_back({name, keyword_text(res.value), res.source, fact, std::move(note)});
     };
-    add("seed", seed);
-    add("run_dir", run_dir);
-    add("n_devs", n_devs);
-    add("accum", accum);
-    add("max_epochs", max_epochs);
-    add("schedules", schedules);
-    add("gradient_clip_norm", gradient_clip_norm);
-    add("check_divergence", check_divergence);
-    add("autolog_schedules", autolog_schedules);
-    add("log_every_n_steps", log_every_n_steps);
-    add("logger", logger);
-    add("checkpointer", checkpointer);
-    add("early_stop", early_stop);
-    add("monitor", monitor);
-    add("eval_loss", eval_loss);
-    add("ema", ema);
-    add("batch_size", batch_size);
-    add("max_steps", max_steps);
-    add("eval_every", eval_every);
-    add("diagnostics", diagnostics);
-    r.push_back(data);
-    add("weights", weights, true, checkpoint_spelling ? "given as `checkpoint`, the deprecated spelling of weights" : "");
-    add("resume", resume, true);
-    add("run_ref", run_ref, true);
-    add("w0", w0, true);
-    add("restore_optimizer", restore_optimizer, true);
-    add("restore_best", restore_best, true);
-    add("eval_weights", eval_weights, true);
-    add("load_ema", load_ema, true);
+    const std::string weights_note = checkpoint_spelling ? "given as `checkpoint`, the deprecated spelling of weights" : "";
+#define NITRO_DETAIL_RECORD_TYPED(KW_NAME, ...) add(#KW_NAME, KW_NAME);
+#define NITRO_DETAIL_RECORD_GENERIC(KW_NAME, ...) add(#KW_NAME, KW_NAME);
+#define NITRO_DETAIL_RECORD_FACT(KW_NAME, ...) add(#KW_NAME, KW_NAME, true, std::string_view(#KW_NAME) == "weights" ? weights_note : "");
+#define NITRO_DETAIL_RECORD_DATA(Doc) r.push_back(data);
+    NITRO_DETAIL_RUN_KEYWORDS(NITRO_DETAIL_RECORD_TYPED, NITRO_DETAIL_RECORD_GENERIC, NITRO_DETAIL_RECORD_FACT, NITRO_DETAIL_RECORD_DATA)
+#undef NITRO_DETAIL_RECORD_TYPED
+#undef NITRO_DETAIL_RECORD_GENERIC
+#undef NITRO_DETAIL_RECORD_FACT
+#undef NITRO_DETAIL_RECORD_DATA
     return r;
   }
 };

@@ -412,7 +412,7 @@ class Nitro {
       m_opt->begin_step(m_e);  // schedules write this step's values: Device fields, group fields
       m_params.zero_grads();
     }
-    step_context ctx{&m_arena, &m_tape, true, fold(fold(m_kw.seed.value, 3), static_cast<std::uint64_t>(micro_steps())), 0};
+    step_context ctx{&m_arena, &m_tape, true, fold(fold(m_kw.seed.value, 3), static_cast<std::uint64_t>(micro_steps())), 0, &m_backend.ops()};
     context_scope scope(ctx);
     struct cleanup {  // the tape and the arena are empty after the micro-batch, also when a hook throws
       tape& t;
@@ -499,7 +499,7 @@ class Nitro {
   // Forward alone on a batch that may lack labels; the outputs own their memory.
   template <class Batch>
   outputs_type predict(Batch const& host_batch) {
-    step_context ctx{&m_arena, nullptr, false, 0, 0};
+    step_context ctx{&m_arena, nullptr, false, 0, 0, &m_backend.ops()};
     context_scope scope(ctx);
     Batch batch = transfer(host_batch, true);
     ps_type ps = m_params.view();
@@ -770,7 +770,7 @@ class Nitro {
 
   template <class Acc>  // metric_accumulator, or dist::metric_totals
   void eval_step(batch_type const& host_batch, Acc& acc) {
-    step_context ctx{&m_arena, nullptr, false, 0, 0};
+    step_context ctx{&m_arena, nullptr, false, 0, 0, &m_backend.ops()};
     context_scope scope(ctx);
     batch_type batch = transfer(host_batch, false);
     ps_type ps = m_params.view();

@@ -21,7 +21,7 @@
 #include "nitro/nn/layer.hpp"
 #include "nitro/nn/layers/activation.hpp"
 #include "nitro/nn/layers/detail/spatial.hpp"
-#include "nitro/tensor/cpu/gemm.hpp"
+#include "nitro/tensor/backend.hpp"
 #include "nitro/tensor/detail/record.hpp"
 
 #include <cstdint>  // int64_t
@@ -117,6 +117,7 @@ struct conv2d_layer {
     T* yd = y.data();
     T* zd = z.data();
     T* sd = scratch.data();
+    device_ops& ops = nitro::detail::active_ops();  // taken here: the chunks run on worker threads, outside the step's context
     nn::detail::run_chunks(ch, 2.0 * double(B) * double(P) * double(kkc) * double(OutC), [&](std::int64_t c) {
       T* col = direct ? nullptr : sd + c * P * kkc;
       for (std::int64_t b = ch.begin(c); b < ch.end(c); ++b) {
@@ -127,7 +128,7 @@ struct conv2d_layer {
         // the bias first, then the product accumulates onto it: one pass over the output saved
         if constexpr (Bias)
           for (std::int64_t o = 0; o < OutC; ++o) flat(zb + o * P, P) = bd[o];
-        cpu::gemm<T>(false, false, P, OutC, kkc, T(1), col, P, wd, kkc, Bias ? T(1) : T(0), zb, P);
+        ops.gemm(false, false, P, OutC, kkc, T(1), col, P, wd, kkc, Bias ? T(1) : T(0), zb, P);
         if constexpr (!Act::is_identity) {
           T* yb = yd + b * P * OutC;
           if (zb != yb) flat(yb, P * OutC) = flat(static_cast<T const*>(zb), P * OutC);
@@ -153,6 +154,7 @@ struct conv2d_layer {
         T* db_s = dw_s + n_dw;
         std::memset(dw_s, 0, sizeof(T) * static_cast<std::size_t>(n_dw + n_db));
         T* gx = xv >= 0 ? t.grad<T>(xv) : nullptr;  // before the threads: the tape is not thread-safe
+        device_ops& ops = nitro::detail::active_ops();  // likewise: the workers have no step context
         const double flops = 2.0 * double(B) * double(P) * double(kkc) * double(OutC) * (double(wv >= 0) + double(xv >= 0));
         nn::detail::run_chunks(ch, flops, [&](std::int64_t c) {
           T* col = col_s + c * P * kkc;
@@ -178,13 +180,13 @@ struct conv2d_layer {
             if (wv >= 0) {
               T const* cb = xb;
               if constexpr (!direct) { nn::detail::im2col<K, Stride, Pad>(xb, geo, col); cb = col; }
-              cpu::gemm<T>(true, false, kkc, OutC, P, T(1), cb, P, g, P, T(1), dw, kkc);
+              ops.gemm(true, false, kkc, OutC, P, T(1), cb, P, g, P, T(1), dw, kkc);
             }
             if (gx) {
               if constexpr (direct) {  // col2im is the identity: accumulate straight into dx
-                cpu::gemm<T>(false, true, P, kkc, OutC, T(1), g, P, wd, kkc, T(1), gx + b * in_plane, P);
+                ops.gemm(false, true, P, kkc, OutC, T(1), g, P, wd, kkc, T(1), gx + b * in_plane, P);
               } else {
-                cpu::gemm<T>(false, true, P, kkc, OutC, T(1), g, P, wd, kkc, T(0), col, P);
+                ops.gemm(false, true, P, kkc, OutC, T(1), g, P, wd, kkc, T(0), col, P);
                 nn::detail::col2im<K, Stride, Pad>(static_cast<T const*>(col), geo, gx + b * in_plane);
               }
             }

@@ -11,7 +11,7 @@
 #include "nitro/nn/init.hpp"
 #include "nitro/nn/layer.hpp"
 #include "nitro/nn/layers/activation.hpp"
-#include "nitro/tensor/cpu/gemm.hpp"
+#include "nitro/tensor/backend.hpp"
 #include "nitro/tensor/detail/record.hpp"
 
 #include <cstdint>  // int64_t
@@ -69,7 +69,7 @@ struct dense_layer {
     basic_tensor<T> y = make_output<T>(shape{Out, B}, grad);
     // z keeps the pre-activation only when the activation's derivative needs it (gelu)
     basic_tensor<T> z = Act::needs_preactivation && grad ? basic_tensor<T>::empty(shape{Out, B}) : y;
-    cpu::gemm<T>(false, false, Out, B, In, T(1), W.data(), Out, x.data(), In, T(0), z.data(), Out);
+    nitro::detail::active_ops().gemm(false, false, Out, B, In, T(1), W.data(), Out, x.data(), In, T(0), z.data(), Out);
     auto Z = mat_map<T>(z.data(), Out, B);
     if constexpr (Bias) Z.colwise() += cmat_map<T>(b.data(), Out, 1).col(0);
     if constexpr (!Act::is_identity) {
@@ -93,8 +93,8 @@ struct dense_layer {
           g = s;
         }
         if (bv >= 0) mat_map<T>(t.grad<T>(bv), Out, 1).col(0) += cmat_map<T>(g, Out, B).rowwise().sum();
-        if (wv >= 0) cpu::gemm<T>(false, true, Out, In, B, T(1), g, Out, xd, In, T(1), t.grad<T>(wv), Out);
-        if (xv >= 0) cpu::gemm<T>(true, false, In, B, Out, T(1), wd, Out, g, Out, T(1), t.grad<T>(xv), In);
+        if (wv >= 0) nitro::detail::active_ops().gemm(false, true, Out, In, B, T(1), g, Out, xd, In, T(1), t.grad<T>(wv), Out);
+        if (xv >= 0) nitro::detail::active_ops().gemm(true, false, In, B, Out, T(1), wd, Out, g, Out, T(1), t.grad<T>(xv), In);
       });
     }
     return {y, st};

@@ -7,7 +7,7 @@
 #pragma once
 
 #include "nitro/core/error.hpp"
-#include "nitro/tensor/cpu/thread_pool.hpp"
+#include "nitro/tensor/backend.hpp"
 #include "nitro/tensor/tensor.hpp"
 
 #include <algorithm>  // min, max, fill_n
@@ -138,7 +138,7 @@ void run_chunks(chunking const& ch, double work, F&& f) {
     for (std::int64_t i = 0; i < ch.count; ++i) f(i);
     return;
   }
-  cpu::thread_pool::instance().parallel_for(static_cast<int>(ch.count), [&](int i) { f(static_cast<std::int64_t>(i)); });
+  nitro::detail::active_ops().parallel_for(static_cast<int>(ch.count), [&](int i) { f(static_cast<std::int64_t>(i)); });
 }
 
 }  // namespace nitro::nn::detail

@@ -1,0 +1,79 @@
+// nitro/tensor/cpu/backend.hpp — the CPU backend: the reference every other backend is tested against.
+//
+// Its device memory is host memory, so to_device hands back the same view (and counts what passed
+// through the door, by field name and bytes, so tests and show() can see that a field no hook
+// declares never moved). Products are nitro's own GEMM (cpu/gemm.hpp: AVX-512 where compiled for
+// it, Eigen's otherwise), parallel regions the process's thread pool (cpu/thread_pool.hpp).
+#pragma once
+
+#include "nitro/tensor/cpu/gemm.hpp"
+#include "nitro/tensor/cpu/thread_pool.hpp"
+#include "nitro/tensor/device_ops.hpp"
+#include "nitro/tensor/tensor.hpp"
+
+#include <cstdint>      // int64_t
+#include <functional>   // less<>: lookups by string_view
+#include <map>          // transfer counts
+#include <string>       // field names
+#include <string_view>  // field names
+
+namespace nitro {
+
+struct transfer_count {
+  std::int64_t transfers = 0;
+  std::int64_t bytes = 0;
+};
+
+namespace cpu {
+
+class ops final : public device_ops {
+ public:
+  static ops& instance() noexcept {
+    static ops o;
+    return o;
+  }
+  device_kind device() const noexcept override { return device_kind::cpu; }
+  char const* name() const noexcept override { return "cpu (Eigen)"; }
+  void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, float const* a, std::int64_t lda,
+            float const* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) override {
+    cpu::gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, double const* a, std::int64_t lda,
+            double const* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) override {
+    cpu::gemm<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  using device_ops::parallel_for;
+  void parallel_for(int n, index_task task) override { thread_pool::instance().parallel_for(n, [&](int i) { task(i); }); }
+};
+
+}  // namespace cpu
+
+class cpu_backend {
+ public:
+  static constexpr device_kind device = device_kind::cpu;
+  static constexpr char const* name() noexcept { return "cpu (Eigen)"; }
+
+  template <class T>
+  basic_tensor<T> to_device(std::string_view field, basic_tensor<T> const& host) {
+    auto it = m_counts.find(field);
+    if (it == m_counts.end()) it = m_counts.emplace(std::string(field), transfer_count{}).first;
+    it->second.transfers += 1;
+    it->second.bytes += host.numel() * static_cast<std::int64_t>(sizeof(T));
+    return host;
+  }
+
+  // The kernels the step's ops call (installed in every step and evaluation context).
+  device_ops& ops() const noexcept { return cpu::ops::instance(); }
+
+  std::map<std::string, transfer_count, std::less<>> const& transfers() const noexcept { return m_counts; }
+  transfer_count transfers_of(std::string_view field) const {
+    auto it = m_counts.find(field);
+    return it == m_counts.end() ? transfer_count{} : it->second;
+  }
+  void reset_counts() { m_counts.clear(); }
+
+ private:
+  std::map<std::string, transfer_count, std::less<>> m_counts;
+};
+
+}  // namespace nitro

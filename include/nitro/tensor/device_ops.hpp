@@ -1,0 +1,61 @@
+// nitro/tensor/device_ops.hpp — the kernels a backend gives the ops: the seam between what a layer
+// computes and the machine that computes it.
+//
+//   nitro::detail::active_ops().gemm(false, false, m, n, k, 1.f, a, m, b, k, 0.f, c, m);   // tensor/backend.hpp
+//
+// Layers never name a backend: their products and parallel regions ask the step context's
+// device_ops (the CPU's when no step is running, e.g. a layer called from a test). The elementwise
+// ops, reductions and losses still compute on host memory with Eigen: the table grows with the
+// kernels a device backend has to provide for them. A backend (tensor/cpu/backend.hpp, the
+// reference) implements this table once; the handle installs its backend's table in every step and
+// evaluation context. A virtual call per product or parallel region: nothing next to the work.
+#pragma once
+
+#include "nitro/tensor/device.hpp"
+
+#include <cstdint>      // int64_t
+#include <type_traits>  // remove_reference
+#include <utility>      // forward
+
+namespace nitro {
+
+// A callable borrowed for one call (never stored, never allocated): what parallel_for runs.
+class index_task {
+ public:
+  template <class F>
+    requires(!std::is_same_v<std::remove_cv_t<F>, index_task>)
+  index_task(F& f) noexcept  // NOLINT: a view of f, as std::function_ref will be
+      : m_object(&f), m_call([](void* o, int i) { (*static_cast<F*>(o))(i); }) {}
+  void operator()(int i) const { m_call(m_object, i); }
+
+ private:
+  void* m_object;
+  void (*m_call)(void*, int);
+};
+
+class device_ops {
+ public:
+  virtual ~device_ops() = default;
+  virtual device_kind device() const noexcept = 0;
+  virtual char const* name() const noexcept = 0;
+
+  // C = alpha op(A) op(B) + beta C, column-major; op(X) = X^T when trans_x. With beta == 0, C is
+  // written without being read.
+  virtual void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, float const* a,
+                    std::int64_t lda, float const* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) = 0;
+  virtual void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, double const* a,
+                    std::int64_t lda, double const* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) = 0;
+
+  // task(0 .. n-1), each exactly once, on the backend's workers; returns when all are done. A task
+  // that itself calls parallel_for runs that inner loop inline.
+  virtual void parallel_for(int n, index_task task) = 0;
+
+  // Convenience for a lambda: ops.parallel_for(n, [&](int i) { ... }).
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, index_task>)
+  void parallel_for(int n, F&& f) {
+    parallel_for(n, index_task(f));
+  }
+};
+
+}  // namespace nitro

@@ -1,0 +1,2 @@
+// the CPU backend's product
+#pragma once

@@ -1,0 +1,140 @@
+// tensor/backend.hpp: the backend seam. Layers reach the products and parallel regions of the
+// backend through the step context — including the chunks a convolution runs on worker threads —
+// and the handle installs its backend's kernels in every step and evaluation; outside a step the
+// CPU's serve.
+#include <nitro/nitro.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+
+namespace {
+
+using D = nitro::basic_tensor<double>;
+
+// The CPU's kernels, counted: a second backend as far as the seam can tell.
+struct counting_ops final : nitro::device_ops {
+  std::atomic<int> gemms{0}, regions{0};
+  nitro::device_kind device() const noexcept override { return nitro::device_kind::cpu; }
+  char const* name() const noexcept override { return "counting"; }
+  void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, float const* a, std::int64_t lda, float const* b,
+            std::int64_t ldb, float beta, float* c, std::int64_t ldc) override {
+    ++gemms;
+    nitro::cpu::ops::instance().gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, double const* a, std::int64_t lda,
+            double const* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) override {
+    ++gemms;
+    nitro::cpu::ops::instance().gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  using nitro::device_ops::parallel_for;
+  void parallel_for(int n, nitro::index_task task) override {
+    ++regions;
+    nitro::cpu::ops::instance().parallel_for(n, task);
+  }
+};
+
+D filled(nitro::shape s, double v) {
+  D t = D::owned(s);
+  for (std::int64_t i = 0; i < t.numel(); ++i) t[i] = v * double(i % 7 - 3);
+  return t;
+}
+
+template <class L>
+nitro::nn::layer_params<L, double> params_of(double v) {
+  nitro::nn::layer_params<L, double> ps;
+  nitro::for_each_leaf_type<typename L::param_spec>([&](auto kp, auto spec) {
+    *nitro::find_leaf<D>(ps, decltype(kp)::view()) = filled(decltype(spec)::type::shape(), v);
+  });
+  return ps;
+}
+
+// forward and backward of `layer` on x inside a step whose kernels are `ops`; returns y.
+template <class L>
+D step_on(nitro::device_ops& ops, L const& layer, D x) {
+  nitro::arena mem;
+  nitro::tape tp(mem);
+  nitro::step_context ctx{&mem, &tp, true, 1, 0, &ops};
+  nitro::context_scope scope(ctx);
+  std::vector<double> gx(static_cast<std::size_t>(x.numel()), 0.0);
+  x.set_var(tp.leaf(gx.data(), sizeof(double) * gx.size()));
+  auto ps = params_of<L>(0.01);
+  std::vector<std::vector<double>> grads;  // every parameter on the tape, so backward computes dW too
+  grads.reserve(8);
+  nitro::for_each_leaf(ps, [&](auto, D& leaf) {
+    grads.emplace_back(static_cast<std::size_t>(leaf.numel()), 0.0);
+    leaf.set_var(tp.leaf(grads.back().data(), sizeof(double) * grads.back().size()));
+  });
+  nitro::nn::layer_state<L, double> st;
+  D y = layer(x, ps, st).first;
+  D s = nitro::sum(y);
+  tp.backward<double>(s.var(), 1.0);
+  D out = D::owned(y.shape());
+  for (std::int64_t i = 0; i < y.numel(); ++i) out[i] = y[i];
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("backend seam: a dense layer's products go to the step context's kernels; outside a step, the CPU's") {
+  counting_ops ops;
+  auto layer = nitro::nn::dense<6, 4>(nitro::nn::relu);
+  D y = step_on(ops, layer, filled({6, 5}, 0.1));
+  CHECK(int(ops.gemms) == 3);  // y = W x, then dW and dx
+  CHECK(&nitro::detail::active_ops() == &nitro::cpu::ops::instance());
+  // the same layer outside any step: the CPU's kernels, the same numbers
+  auto ps = params_of<decltype(layer)>(0.01);
+  nitro::nn::layer_state<decltype(layer), double> st;
+  D y_cpu = layer(filled({6, 5}, 0.1), ps, st).first;
+  for (std::int64_t i = 0; i < y.numel(); ++i) CHECK(y[i] == y_cpu[i]);
+  CHECK(int(ops.gemms) == 3);
+}
+
+TEST_CASE("backend seam: a convolution's chunks, run on worker threads, still use the step's kernels") {
+  counting_ops ops;
+  // batch 64 of 12x12x3 images: enough work that the chunks run as a parallel region
+  D y = step_on(ops, nitro::nn::conv2d<3, 8, 3, 1, 1>(nitro::nn::relu), filled({12, 12, 3, 64}, 0.05));
+  CHECK(y.shape() == nitro::shape{12, 12, 8, 64});
+  if (std::thread::hardware_concurrency() > 1) CHECK(int(ops.regions) >= 1);
+  CHECK(int(ops.gemms) == 64 * 3);  // per sample: the forward product, dW and dx (im2col path)
+}
+
+namespace {
+struct Batch { BOOST_HANA_DEFINE_STRUCT(Batch, (nitro::Tensor, x), (nitro::Tensor, y)); };
+struct In { BOOST_HANA_DEFINE_STRUCT(In, (nitro::Tensor, x)); };
+struct Target { BOOST_HANA_DEFINE_STRUCT(Target, (nitro::Tensor, y)); };
+
+// Which kernels Probe's forward hook last ran on (not a member: every member is reflected).
+nitro::device_ops const* seen_forward = nullptr;
+
+struct Probe {
+  nitro::GraphConst<int, 4> width;
+  std::int64_t batch_size = 8;
+  auto build_data() const {
+    nitro::Tensor x = nitro::Tensor::owned({2, 32}), y = nitro::Tensor::owned({1, 32});
+    for (int i = 0; i < 32; ++i) { x(0, i) = float(i % 4); x(1, i) = float(i / 8); y(0, i) = x(0, i) - x(1, i); }
+    return nitro::data::dataset<Batch>{"line", {{"train", Batch{x, y}}, {"valid", Batch{x, y}}}, "probe"};
+  }
+  auto build_model() const { return nitro::nn::chain(nitro::nn::dense<2, 4>(nitro::nn::tanh), nitro::nn::dense<4, 1>()); }
+  auto forward(auto const& m, auto const& ps, auto const& st, In const& in) const {
+    seen_forward = &nitro::detail::active_ops();
+    return m(in.x, ps, st);
+  }
+  auto loss(nitro::Tensor const& yhat, Target const& t) const { return nitro::nn::mse(yhat, t.y); }
+};
+NITRO_EXPERIMENT(Probe, width, batch_size);
+}  // namespace
+
+TEST_CASE("backend seam: the handle runs its hooks on its backend's kernels, and says which backend it is") {
+  static_assert(nitro::Backend<nitro::cpu_backend>);
+  nitro::Nitro h(Probe{}, nitro::max_epochs = 1, nitro::logger = nitro::no_loggers);
+  h.train(false);
+  CHECK(seen_forward == &h.backend().ops());
+  seen_forward = nullptr;
+  h.evaluate("valid");
+  CHECK(seen_forward == &h.backend().ops());
+  CHECK(std::string(h.backend().name()) == "cpu (Eigen)");
+  CHECK(h.backend().device == nitro::device_kind::cpu);
+}
