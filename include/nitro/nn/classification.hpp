@@ -33,15 +33,6 @@ struct classification_metrics {
 
 namespace nn {
 
-namespace detail {
-template <class T>
-std::int64_t argmax_column(T const* x, std::int64_t n) noexcept {
-  std::int64_t best = 0;
-  for (std::int64_t i = 1; i < n; ++i) if (x[i] > x[best]) best = i;
-  return best;
-}
-}  // namespace detail
-
 // [C, C]: entry (true class, predicted class) counts the batch's samples.
 template <class T>
 basic_tensor<T> confusion_matrix(basic_tensor<T> const& logits, basic_tensor<T> const& target) {
@@ -53,7 +44,7 @@ basic_tensor<T> confusion_matrix(basic_tensor<T> const& logits, basic_tensor<T> 
   for (std::int64_t k = 0; k < C * C; ++k) cm[k] = T(0);
   for (std::int64_t c = 0; c < B; ++c) {
     const std::int64_t predicted = detail::argmax_column(logits.data() + c * C, C);
-    const std::int64_t truth = indices ? static_cast<std::int64_t>(target.data()[c]) : detail::argmax_column(target.data() + c * C, C);
+    const std::int64_t truth = detail::target_class(target, indices, c, C);
     if (truth >= 0 && truth < C) cm[truth + predicted * C] += T(1);  // column-major: (i, j) at i + j * C
   }
   return m;
@@ -64,8 +55,7 @@ inline accuracy_metrics accuracy(Tensor const& logits, Tensor const& target) {
 }
 
 inline classification_metrics classification(Tensor const& logits, Tensor const& target) {
-  return {.acc = {correct_count(logits, target), double(logits.rank() <= 1 ? 1 : logits.batch())},
-          .confusion = {confusion_matrix(logits, target)}};
+  return {.acc = accuracy(logits, target).acc, .confusion = {confusion_matrix(logits, target)}};
 }
 
 }  // namespace nn
