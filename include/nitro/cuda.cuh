@@ -19,7 +19,7 @@
 #include "nitro/kernels/loss.cuh"
 #include "nitro/kernels/optimizer.cuh"
 #include "nitro/kernels/pointwise.cuh"
-#include "nitro/tensor/cuda/backend.cuh"
+#include "nitro/kernels/backend.cuh"
 #include "nitro/dist/cuda/data_parallel.cuh"
 #include "nitro/nn/cuda/mlp_traits.hpp"
 #include "nitro/train/cuda/program.cuh"

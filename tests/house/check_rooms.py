@@ -13,12 +13,12 @@ import re
 import sys
 
 # Lowest first. A room may include its own headers and those of any room before it.
-ROOMS = ["core", "bind", "tensor", "nn", "optim", "data", "record", "dist", "train", "knobs", "cli"]
+ROOMS = ["core", "bind", "tensor", "kernels", "nn", "optim", "data", "record", "dist", "train", "knobs", "cli"]
 # Headers at include/nitro/ itself (nitro.hpp, main.hpp, dist.hpp, cuda.cuh) gather rooms: above every room.
 TOP = len(ROOMS)
-# The CUDA kernels (kernels/include/nitro/kernels) are the tensor room's device code: the backend
-# (tensor/cuda/backend.cuh) calls them and they use its runtime, so they share its rank.
-SAME_RANK = {"kernels": "tensor"}
+# kernels/ is kernels/include/nitro/kernels: the CUDA kernels and the CUDA backend that launches them,
+# above tensor/ (whose cuda/ runtime, tile and pointwise helpers they use) and below every room that
+# trains with them.
 
 # Folders only their own room may include: the CPU backend is reached through the step context's
 # device_ops (tensor/backend.hpp), never named by a layer, an op or the trainer.
@@ -29,7 +29,7 @@ RAW_OPEN = re.compile(r'R"([^(\s]*)\(')  # a raw string literal's lines are text
 
 
 def rank(room):
-    return ROOMS.index(SAME_RANK.get(room, room)) if room is not None else TOP
+    return ROOMS.index(room) if room is not None else TOP
 
 
 def room_of(rel):  # "record/loggers/csv.hpp" -> "record"; "nitro.hpp" -> None (top)
@@ -47,7 +47,7 @@ def main(dirs):
     bad = []
     for rel, path in headers.items():
         room = room_of(rel)
-        if room is not None and room not in ROOMS and room not in SAME_RANK:
+        if room is not None and room not in ROOMS:
             bad.append(f"{path}: room '{room}' is not in the order. Fix: add it to ROOMS in {__file__} and to docs/architecture.md")
             continue
         raw_end = None

@@ -23,7 +23,7 @@
 #include "nitro/kernels/loss.cuh"
 #include "nitro/kernels/optimizer.cuh"
 #include "nitro/optim/param_store.hpp"
-#include "nitro/tensor/cuda/backend.cuh"
+#include "nitro/kernels/backend.cuh"
 #include "nitro/nn/cuda/mlp_traits.hpp"
 #include "nitro/tensor/cuda/runtime.cuh"
 #include "nitro/tensor/cuda/scalars.hpp"

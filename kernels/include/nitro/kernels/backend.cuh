@@ -1,4 +1,4 @@
-// nitro/tensor/cuda/backend.cuh — the CUDA backend: the machine a step runs on when it runs on a GPU.
+// nitro/kernels/backend.cuh — the CUDA backend: the machine a step runs on when it runs on a GPU.
 //
 //   nitro::cuda_backend be(/*device=*/0);
 //   nitro::Tensor img = be.to_device("img", batch.img);   // what the handle calls per declared field
