@@ -52,8 +52,8 @@ struct FashionMLP {
                         nitro::knob<"width">("hidden width; compiled in, one program per value"),
                         nitro::knob<"two_groups">("encoder at half the rate, decayed toward w0; compiled in"),
                         nitro::knob<"smoothing">("label smoothing of the loss"),
-                        nitro::knob<"max_epochs">("epochs to train"),
-                        nitro::knob<"batch_size">("samples per batch"),
+                        nitro::knob<"max_epochs">(),  // run keywords: their docs are the keyword table's
+                        nitro::knob<"batch_size">(),
                         nitro::knob<"ema">("decay of an average of the weights, evaluated beside them (0: off)"),
                         nitro::knob<"early_stop">("evaluations of valid.loss without improvement before stopping (0: off)"),
                         nitro::knob<"valid">("training images held out as the valid split (0: none)"),

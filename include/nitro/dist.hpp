@@ -12,19 +12,18 @@
 //     return mpi.finish(0);
 //   }
 //
-// The pieces (docs/mpi.md says how to launch; dist/data_parallel.hpp how the handle uses them):
+// The pieces (docs/mpi.md says how to launch and how the handle uses them):
 //   dist/session.hpp       MPI_Init/MPI_Finalize once per process; a failing rank ends the job
 //   dist/communicator.hpp  rank, size, barrier and collectives with deadlines (no hang on a dead rank)
 //   dist/replicas.hpp      the MPI-free view the trainer holds; single_process; writes() = rank 0
 //   dist/shard.hpp         each rank's shard of every epoch's permutation; evaluation shards
 //   dist/gradients.hpp     one sum per parameter group; the per-step agreement; broadcasts for resume
 //   dist/metrics.hpp       a split's metrics over every rank by the pair rules
-//   dist/data_parallel.hpp the handle's seam: a scope making every handle built in it one replica
+//   the handle's seam: the construction fact nitro::kw::replicas = &mpi.world() makes a handle one replica
 // (NCCL bootstrapped over MPI for GPUs across hosts is not written yet: docs/mpi.md.)
 #pragma once
 
 #include "nitro/dist/communicator.hpp"
-#include "nitro/dist/data_parallel.hpp"
 #include "nitro/dist/gradients.hpp"
 #include "nitro/dist/metrics.hpp"
 #include "nitro/dist/replicas.hpp"

@@ -5,7 +5,8 @@
 //
 // The same line serves one process and a data-parallel job: built with MPI (NITRO_WITH_MPI, which
 // the CMake target nitro::mpi sets) and started by a launcher (mpirun, srun --mpi=pmix), nitro::main
-// opens the MPI session itself, makes every handle a replica of the job, and ends the job as
+// opens the MPI session itself, passes its job to the command line (every handle it builds is a
+// replica of the job: the `replicas` construction fact), and ends the job as
 // dist/session.hpp says (a failing rank ends every rank, never a hang). Run on its own, or built
 // without MPI, it is the one-process command line (cli/main.hpp) and never initialises MPI.
 //
@@ -31,10 +32,9 @@ int main(int argc, char** argv) {
     dist::session mpi(argc, argv);  // MPI once; a failing rank ends the job
     // a rank waiting in a collective also sees the stop the command line's own signal handler records
     mpi.world().options().stop_requested = [] { return dist::stop_signal_received() || cli::stop_requested(); };
-    dist::data_parallel over(mpi.world());  // every handle is one replica; rank 0 writes the record
     int code = 1;
     try {
-      code = cli::main<Programs...>(argc, argv);
+      code = cli::main<Programs...>(argc, argv, &mpi.world());  // every handle is one replica; rank 0 writes the record
     } catch (std::exception const& e) {
       return mpi.finish(1, e.what());
     }

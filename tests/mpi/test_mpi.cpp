@@ -133,8 +133,9 @@ std::pair<std::int64_t, std::int64_t> train_sharded(H& h, std::int64_t steps, st
   return {epoch, first};
 }
 
-template <class H>
-double max_abs_diff(H& a, H& b) {
+template <class H, class G>
+double max_abs_diff(H& a, G& b) {
+  static_assert(H::param_store_type::size == G::param_store_type::size);
   double d = 0;
   for (std::int64_t i = 0; i < H::param_store_type::size; ++i)
     d = std::max(d, double(std::abs(a.param_buffer().values()[i] - b.param_buffer().values()[i])));
@@ -502,20 +503,18 @@ struct SamMlp {
 NITRO_EXPERIMENT(SamMlp, lr, batch_size);
 }  // namespace dist_test
 
-TEST_CASE("the handle's own train() under a data_parallel scope equals one process's train(), valid metrics included") {
+TEST_CASE("the handle's own train() as a replica of the job equals one process's train(), valid metrics included") {
   constexpr std::int64_t steps = 25;  // over an epoch boundary (19 batches of 64 an epoch), then the valid split
   using H = decltype(nitro::Nitro(SgdMlp{}, nitro::seed = seed, nitro::max_steps = steps));
   H init(SgdMlp{}, nitro::seed = seed, nitro::max_steps = steps);
-  std::optional<H> replica;
-  {
-    nitro::dist::data_parallel over(comm());
-    replica.emplace(SgdMlp{}, nitro::seed = seed, nitro::max_steps = steps);
-    CHECK((replica->distributed() != nullptr) == (comm().size() > 1));  // a job of one rank is one process
-    CHECK(replica->writes_records() == (comm().rank() == 0));
-    replica->train(false);
-  }
+  using R = decltype(nitro::Nitro(SgdMlp{}, nitro::seed = seed, nitro::max_steps = steps, nitro::kw::replicas = &comm()));
+  std::optional<R> replica;
+  replica.emplace(SgdMlp{}, nitro::seed = seed, nitro::max_steps = steps, nitro::kw::replicas = &comm());
+  CHECK((replica->distributed() != nullptr) == (comm().size() > 1));  // a job of one rank is one process
+  CHECK(replica->writes_records() == (comm().rank() == 0));
+  replica->train(false);
   H alone(SgdMlp{}, nitro::seed = seed, nitro::max_steps = steps);
-  CHECK(alone.distributed() == nullptr);  // built outside the scope
+  CHECK(alone.distributed() == nullptr);  // built without the replicas fact
   alone.train(false);
   CHECK(replica->step() == steps);
   nitro::dist::require_identical(comm(), replica->param_buffer(), "the parameters after train()");
@@ -541,11 +540,9 @@ TEST_CASE("the handle's sums overlapped with backward equal sums started after b
   // the stepper starts them all after backward. The same sums, so the same bits.
   constexpr std::int64_t steps = 6;
   using H = decltype(nitro::Nitro(GroupedMlp{}, nitro::seed = seed));
-  std::optional<H> overlapped;
-  {
-    nitro::dist::data_parallel over(comm());
-    overlapped.emplace(GroupedMlp{}, nitro::seed = seed);
-  }
+  using R = decltype(nitro::Nitro(GroupedMlp{}, nitro::seed = seed, nitro::kw::replicas = &comm()));
+  std::optional<R> overlapped;
+  overlapped.emplace(GroupedMlp{}, nitro::seed = seed, nitro::kw::replicas = &comm());
   H after(GroupedMlp{}, nitro::seed = seed);
   nitro::dist::shard_loader<H::batch_type> ld(overlapped->data().split("train"), train_options(*overlapped), comm().rank(), comm().size());
   ld.start_epoch(0, 0);
@@ -557,15 +554,14 @@ TEST_CASE("the handle's sums overlapped with backward equal sums started after b
 }
 
 TEST_CASE("a two-pass optimizer (SAM) in a data-parallel handle is E-DIST-011") {
-  nitro::dist::data_parallel over(comm());
   if (comm().size() == 1) {
-    nitro::Nitro h(SamMlp{});  // one process: SAM as always
+    nitro::Nitro h(SamMlp{}, nitro::kw::replicas = &comm());  // one process: SAM as always
     CHECK(h.distributed() == nullptr);
     return;
   }
   std::string code;
   try {
-    nitro::Nitro h(SamMlp{});
+    nitro::Nitro h(SamMlp{}, nitro::kw::replicas = &comm());
   } catch (nitro::error const& e) {
     code = e.code();
   }

@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <thread>
@@ -137,4 +138,73 @@ TEST_CASE("backend seam: the handle runs its hooks on its backend's kernels, and
   CHECK(seen_forward == &h.backend().ops());
   CHECK(std::string(h.backend().name()) == "cpu (Eigen)");
   CHECK(h.backend().device == nitro::device_kind::cpu);
+}
+
+namespace {
+// A backend of its own: the CPU's memory, the counted kernels. Copies share the counter.
+struct counting_backend {
+  static constexpr nitro::device_kind device = nitro::device_kind::cpu;
+  counting_ops* kernels = nullptr;
+  char const* name() const noexcept { return "counting"; }
+  std::string describe() const { return "counting"; }
+  template <class T>
+  nitro::basic_tensor<T> to_device(std::string_view, nitro::basic_tensor<T> const& host) { return host; }
+  nitro::device_ops& ops() const noexcept { return *kernels; }
+};
+static_assert(nitro::Backend<counting_backend>);
+
+nitro::keyword_record record_of(std::vector<nitro::keyword_record> const& rs, std::string const& name) {
+  auto it = std::find_if(rs.begin(), rs.end(), [&](auto const& r) { return r.name == name; });
+  REQUIRE(it != rs.end());
+  return *it;
+}
+}  // namespace
+
+TEST_CASE("the device construction fact: the handle trains and evaluates on the backend it is given, and records it") {
+  counting_ops k;
+  nitro::Nitro h(Probe{}, nitro::max_epochs = 1, nitro::logger = nitro::no_loggers, nitro::device = counting_backend{&k});
+  h.train(false);
+  CHECK(seen_forward == &k);
+  const int trained = k.gemms;
+  CHECK(trained >= 3 * 4);  // 4 steps of 8 samples, each at least a forward product and its two backward products
+  h.evaluate("valid");
+  CHECK(k.gemms > trained);
+  CHECK(std::string(h.backend().name()) == "counting");
+  const auto given = record_of(h.keywords().records(), "device");
+  CHECK(given.value == "counting");
+  CHECK(given.source == nitro::keyword_source::keyword);
+  CHECK(given.fact);
+  CHECK(nitro::show_text(h.description()).find("counting") != std::string::npos);
+
+  nitro::Nitro d(Probe{}, nitro::max_epochs = 1, nitro::logger = nitro::no_loggers);  // the default: the CPU
+  const auto fallback = record_of(d.keywords().records(), "device");
+  CHECK(fallback.value == "cpu (Eigen)");
+  CHECK(fallback.source == nitro::keyword_source::fallback);
+}
+
+TEST_CASE("n_devs above 1 on a backend of one device is E-CUDA-011, naming the backend") {
+  const auto [code, sentence] = [] {
+    try {
+      nitro::Nitro h(Probe{}, nitro::n_devs = 2, nitro::logger = nitro::no_loggers);
+    } catch (nitro::error const& e) {
+      return std::pair<std::string, std::string>{e.code(), e.what()};
+    }
+    return std::pair<std::string, std::string>{};
+  }();
+  CHECK(code == "E-CUDA-011");
+  CHECK(sentence.find("n_devs = 2 (from the keyword)") != std::string::npos);
+  CHECK(sentence.find("cpu (Eigen) backend") != std::string::npos);
+}
+
+TEST_CASE("the replicas construction fact: none by default; a job of one rank leaves the handle one process") {
+  nitro::Nitro alone(Probe{}, nitro::logger = nitro::no_loggers);
+  CHECK(alone.distributed() == nullptr);
+  CHECK(record_of(alone.keywords().records(), "replicas").value == "none");
+  nitro::dist::single_process one;
+  nitro::Nitro h(Probe{}, nitro::logger = nitro::no_loggers, nitro::kw::replicas = &one);
+  CHECK(h.distributed() == nullptr);  // one rank: no collective is ever made
+  CHECK(h.writes_records());
+  const auto r = record_of(h.keywords().records(), "replicas");
+  CHECK(r.value == "1 rank");
+  CHECK(r.source == nitro::keyword_source::keyword);
 }

@@ -115,6 +115,11 @@ TEST_CASE("the catalog: defaults from a default experiment, docs, kinds, program
   CHECK(c.find_knob("max_epochs")->default_value.str() == "1");  // the framework's value: no field, no accessor
   CHECK(c.find_knob("seed")->implicit);
   CHECK(c.find_knob("seed")->default_value.str() == "1");
+  // a run keyword's knob says its doc once: the keyword table's, unless the knob gives its own
+  CHECK(c.find_knob("seed")->doc == "the run seed; every random stream folds it in");
+  CHECK(c.find_knob("seed")->doc == nitro::run_keyword_doc("seed"));
+  CHECK(c.find_knob("max_epochs")->doc == "epochs");
+  CHECK(c.find_knob("width")->doc == "model width");
   CHECK(c.find_knob("seq")->kind == nitro::knob_kind::unsigned_integer);
   CHECK(c.programs == std::vector<std::string>{"Exp<width=128>", "Exp<width=64>"});
   REQUIRE(c.variants.size() == 4);

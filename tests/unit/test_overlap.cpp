@@ -1,12 +1,11 @@
 // The gradient all-reduce overlapped with the backward pass (issue 10): tensor/tape.hpp's observer
 // and dist/gradients.hpp's schedule, without MPI. A fake dist::replicas of two ranks (one process;
 // every collective leaves the data as it is) records each start_sum, and what backward had done
-// when it came: the handle of a 3-layer MLP (two parameter groups) under a data_parallel scope
+// when it came: the handle of a 3-layer MLP (two parameter groups) given as the replicas of a job (nitro::kw::replicas = &rr)
 // starts the head's sum before the first layer's backward node runs, from the second step on; a
 // wrong schedule is E-DIST-013 before any gradient is written; the first of two micro-batches
 // starts nothing; the observer costs nothing per step after the first.
 #include <nitro/nitro.hpp>
-#include <nitro/dist/data_parallel.hpp>
 #include <nitro/dist/gradients.hpp>
 #include <nitro/dist/replicas.hpp>
 
@@ -152,8 +151,7 @@ TEST_CASE("the tape's observer: the node count, each node after it ran, and the 
 
 TEST_CASE("data parallel: from the second step, the head's sum starts before the first layer's backward node runs") {
   recording_replicas rr;
-  nitro::dist::data_parallel over(rr);
-  nitro::Nitro h(Mlp3{}, nitro::seed = 5);
+  nitro::Nitro h(Mlp3{}, nitro::seed = 5, nitro::kw::replicas = &rr);
   using H = decltype(h);
   using Store = H::param_store_type;
   static_assert(Store::group_count == 2);
@@ -340,10 +338,9 @@ TEST_CASE("data parallel: a leaf gradient handed out outside backward's nodes tu
 
 TEST_CASE("data parallel: with accum = 2 the first micro-batch starts nothing, the second overlaps") {
   recording_replicas rr;
-  nitro::dist::data_parallel over(rr);
   Mlp3 e;
   e.accum = 2;
-  nitro::Nitro h(e, nitro::seed = 5);
+  nitro::Nitro h(e, nitro::seed = 5, nitro::kw::replicas = &rr);
   using Store = decltype(h)::param_store_type;
   struct probe_t {
     Store* store;
@@ -384,8 +381,7 @@ TEST_CASE("data parallel: the observer allocates nothing per step after the firs
     return;
   }
   recording_replicas rr;
-  nitro::dist::data_parallel over(rr);
-  nitro::Nitro h(Mlp3{}, nitro::seed = 5);
+  nitro::Nitro h(Mlp3{}, nitro::seed = 5, nitro::kw::replicas = &rr);
   auto ld = train_loader(h);
   ld.start_epoch(0);
   std::vector<decltype(h)::batch_type> batches;
@@ -424,8 +420,7 @@ TEST_CASE("NITRO_DIST_OVERLAP=0: every sum starts after backward, on every step;
   {
     env_scope off("0");
     recording_replicas rr;
-    nitro::dist::data_parallel over(rr);
-    nitro::Nitro h(Mlp3{}, nitro::seed = 5);
+    nitro::Nitro h(Mlp3{}, nitro::seed = 5, nitro::kw::replicas = &rr);
     using Store = decltype(h)::param_store_type;
     struct probe_t {
       Store* store;

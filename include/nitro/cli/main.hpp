@@ -63,7 +63,7 @@ class app {
     try {
       parsed_args a = parse_args(argv);
       if (a.help) {
-        if (dist::replicas* dp = dist::active_replicas(); !dp || dp->writes()) ctx.out << help_text(ctx.program, a.command);  // once under mpirun
+        if (dist::replicas* dp = ctx.replicas; !dp || dp->writes()) ctx.out << help_text(ctx.program, a.command);  // once under mpirun
         return argv.empty() ? exit_usage : exit_ok;
       }
       return dispatch(ctx, a);
@@ -102,13 +102,13 @@ class app {
     return find_run(run_dir, "latest");
   }
 
-  // Under mpirun (a data_parallel scope over several ranks, docs/mpi.md): `run`, `eval` and `sweep`
+  // Under mpirun (ctx.replicas: the job nitro::main opened, of several ranks, docs/mpi.md): `run`, `eval` and `sweep`
   // (its points one after another, each a run of the job) are the job's: every rank takes part and
   // rank 0 alone prints. The other commands only read or write files: rank 0 runs them as one
   // process (its handles are not replicas) and the other ranks end at once, so nothing is printed
   // or written twice.
   static int dispatch(context& ctx, parsed_args const& a) {
-    dist::replicas* dp = dist::active_replicas();
+    dist::replicas* dp = ctx.replicas;
     if (!dp || dp->size() == 1) return dispatch_here(ctx, a);
     const std::string& cmd = a.command;
     if (cmd == "sweep" && a.jobs.value_or(1) > 1)
@@ -119,13 +119,12 @@ class app {
                   "(`sweep NAME --emit slurm` writes a Slurm array script)");
     if (cmd == "run" || cmd == "eval" || (cmd == "sweep" && !a.emit)) {
       std::ostream silent(nullptr);  // a stream without a buffer: what the other ranks would print goes nowhere
-      context job{ctx.program, ctx.self, ctx.command_line, dp->writes() ? ctx.out : silent, ctx.err};
+      context job{ctx.program, ctx.self, ctx.command_line, dp->writes() ? ctx.out : silent, ctx.err, dp};
       return dispatch_here(job, a);
     }
     if (!dp->writes()) return exit_ok;
-    dist::single_process alone;
-    dist::data_parallel one_process(alone);
-    return dispatch_here(ctx, a);
+    context alone{ctx.program, ctx.self, ctx.command_line, ctx.out, ctx.err, nullptr};  // its handles are not replicas
+    return dispatch_here(alone, a);
   }
 
   static int dispatch_here(context& ctx, parsed_args const& a) {
@@ -323,7 +322,7 @@ class app {
       summary["points"].push_back(p);
       all_finished = all_finished && r.state == "finished";
     }
-    if (dist::replicas* dp = dist::active_replicas(); dp && !dp->writes()) return all_finished ? exit_ok : exit_failed;  // rank 0 writes it
+    if (dist::replicas* dp = ctx.replicas; dp && !dp->writes()) return all_finished ? exit_ok : exit_failed;  // rank 0 writes it
     std::error_code ec;
     fs::create_directories(run_dir, ec);
     const std::string spath = (fs::path(run_dir) / ("sweep-" + name + "-" + sweep_id + ".json")).string();
@@ -403,9 +402,10 @@ inline std::string self_path(char const* argv0) {
   return argv0 ? std::string(argv0) : std::string();
 }
 
-// The command line of a trainer binary in this process: cli::main<FashionMLP<128>, FashionMLP<256>>(argc, argv).
+// The command line of a trainer binary: cli::main<FashionMLP<128>, FashionMLP<256>>(argc, argv), one
+// process; nitro::main passes `job`, the MPI job's replicas, when a launcher started it.
 template <class... Programs>
-int main(int argc, char** argv) {
+int main(int argc, char** argv, dist::replicas* job = nullptr) {
   std::vector<std::string> args;
   std::string line = argc > 0 ? std::string(argv[0]) : std::string("nitro");
   for (int i = 1; i < argc; ++i) {
@@ -414,7 +414,7 @@ int main(int argc, char** argv) {
     line += argv[i];
   }
   cli::context ctx{argc > 0 ? std::filesystem::path(argv[0]).filename().string() : std::string("nitro"),
-                   cli::self_path(argc > 0 ? argv[0] : nullptr), line, std::cout, std::cerr};
+                   cli::self_path(argc > 0 ? argv[0] : nullptr), line, std::cout, std::cerr, job};
   return cli::app<Programs...>::run(ctx, args);
 }
 

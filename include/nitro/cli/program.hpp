@@ -12,7 +12,7 @@
 // `run` is the handle's own train(): its loggers write metrics.jsonl, metrics.csv and TensorBoard
 // events into the run's record (knobs/records.hpp), a status logger keeps status.json, and its
 // checkpointer writes checkpoints/ with their index; `eval` and `bundle` read those checkpoints.
-// Under a nitro::dist::data_parallel scope (mpirun), `run` is one replica: every rank takes rank 0's
+// Under mpirun (context::replicas, the job nitro::main opened), `run` is one replica: every rank takes rank 0's
 // run id, and only rank 0 creates the record, writes it and reports; the others train in silence.
 #pragma once
 
@@ -21,7 +21,7 @@
 #include "nitro/cli/status_logger.hpp"
 #include "nitro/cli/table.hpp"
 #include "nitro/core/reflect.hpp"
-#include "nitro/dist/data_parallel.hpp"
+#include "nitro/dist/replicas.hpp"
 #include "nitro/record/checkpoint.hpp"
 #include "nitro/data/dataset.hpp"
 #include "nitro/data/loader.hpp"
@@ -63,6 +63,7 @@ struct context {
   std::string command_line;  // for the manifest
   std::ostream& out;
   std::ostream& err;
+  dist::replicas* replicas = nullptr;  // the data-parallel job (nitro::main under mpirun); null: one process
 };
 
 struct run_options {
@@ -181,6 +182,7 @@ struct handle_extras {
   std::optional<resume_ref> resume;             // run --resume: the checkpoint to continue
   std::optional<checkpoint_policy> checkpointer;  // run: checkpoints/ (when the experiment gives none)
   logger_set loggers = to_logger_set(default_loggers);
+  dist::replicas* replicas = nullptr;             // run, eval under mpirun: the job the handle is a replica of
 };
 
 // The value of a keyword record as JSON: a number or a boolean when the text is one, else the text.
@@ -215,7 +217,8 @@ struct program {
     auto common = std::tuple{kw::run_ref = std::move(x.run_ref), kw::weights = std::move(x.weights), kw::resume = std::move(x.resume),
                              kw::max_steps = s.request.steps, kw::eval_every = s.request.eval_every,
                              kw::diagnostics = s.request.diagnostics ? std::optional<bool>(true) : std::optional<bool>{},
-                             kw::logger = std::move(x.loggers)};
+                             kw::logger = std::move(x.loggers),
+                             kw::replicas = x.replicas ? std::optional<dist::replicas*>(x.replicas) : std::nullopt};
     if constexpr (experiment_gives_checkpointer()) return common;
     else return std::tuple_cat(common, std::tuple{kw::checkpointer = std::move(x.checkpointer)});
   }
@@ -469,6 +472,7 @@ struct program {
     handle_extras x;
     x.weights = weights;
     x.loggers = to_logger_set(no_loggers);
+    x.replicas = ctx.replicas;  // under mpirun every rank evaluates its block of the split
     auto h = handle(c, s, std::move(x));
     auto m = h->evaluate(split);
     const auto step_of = [](resolved_checkpoint const& r) -> std::string {
@@ -511,7 +515,7 @@ struct program {
     const auto rows = keyword_rows(e, c, s);
     run_result res;
 
-    dist::replicas* dp = dist::active_replicas();
+    dist::replicas* dp = ctx.replicas;
     if (dp && dp->size() == 1) dp = nullptr;
     const bool lead = !dp || dp->writes();  // only rank 0 writes the record and reports
 
@@ -550,6 +554,7 @@ struct program {
     x.loggers.add(std::shared_ptr<run_logger>(status));
     x.resume = o.resume;
     x.weights = o.weights;
+    x.replicas = dp;
     std::unique_ptr<handle_type> h;
     try {
       x.checkpointer = run_checkpoints(s);

@@ -7,7 +7,8 @@
 // size, "only rank 0 writes", and a handful of collectives. It needs no MPI header:
 //   nitro::dist::single_process   size 1, every collective is the identity (a run without mpirun)
 //   nitro::dist::mpi_replicas     over MPI (nitro/dist/mpi_replicas.hpp, #include <nitro/dist.hpp>)
-// so the handle (train/nitro.hpp) can hold a `replicas*` without including MPI.
+// so the handle (train/handle_state.hpp) can hold a `replicas*` without including MPI; it is given one
+// as the construction fact `nitro::kw::replicas = &job` (nitro::main passes the MPI job's).
 //
 // Where this room sits: experiment -> binding -> program -> **dist** -> trainer -> records. It reads
 // the optimizer program's layout (param_store's groups are contiguous spans of the flat buffers,
@@ -42,6 +43,8 @@ class replicas {
   // Only rank 0 writes the run directory: manifest, status, metrics, checkpoints. Every logger and
   // the checkpointer consult this predicate.
   bool writes() const noexcept { return rank() == 0; }
+  // What the records say of the job (the `replicas` construction fact's value): "4 ranks".
+  std::string describe() const { return std::to_string(size()) + (size() == 1 ? " rank" : " ranks"); }
 
   // The optimizer step the next collectives belong to (for messages).
   void set_step(std::int64_t step) noexcept { m_step = step; }

@@ -45,7 +45,7 @@ struct programs_differ_in_a_graph_const_that_is_no_knob {
 
 struct knob_info {
   std::string name;
-  std::string doc;
+  std::string doc;  // knob<"name">("doc"); a run keyword's knob without one: the keyword table's doc
   knob_kind kind = knob_kind::integer;
   knob_range range{};
   nitro::residency residency = nitro::residency::host;
@@ -229,7 +229,8 @@ catalog make_catalog() {
               using V = typename T::value_type;
               knob_info info;
               info.name = std::string(K::name.view());
-              info.doc = std::string(kd.doc);
+              // a knob that is a run keyword says nothing new unless it wants to: the keyword table's doc
+              info.doc = std::string(kd.doc.empty() ? run_keyword_doc(K::name.view()) : kd.doc);
               info.kind = knob_kind_of<V>();
               info.range = knob_range::of<V>();
               info.residency = T::residency;

@@ -225,7 +225,7 @@ struct declarations {
   }();
   static constexpr auto knob_items() {
     if constexpr (declares_seed) return declared_knobs();
-    else return std::tuple_cat(declared_knobs(), std::tuple<knob_decl<"seed">>{knob_decl<"seed">{"the run seed; every random stream folds it in"}});
+    else return std::tuple_cat(declared_knobs(), std::tuple<knob_decl<"seed">>{knob_decl<"seed">{}}  /* its doc: the keyword table's */);
   }
   static constexpr auto variant_items() {
     if constexpr (variants_declared && hooks_ok) return E::variants().items;

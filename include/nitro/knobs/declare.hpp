@@ -6,7 +6,7 @@
 //   static constexpr auto knobs() {
 //     return nitro::knobs(nitro::knob<"lr">("peak learning rate"),   // a field: its initialiser is the default
 //                         nitro::knob<"width">("hidden width"),       // a GraphConst field: one program per value
-//                         nitro::knob<"max_epochs">());               // a field or a run keyword; doc optional
+//                         nitro::knob<"max_epochs">());               // a run keyword: its doc is the keyword table's
 //   }
 //   static constexpr auto variants() {
 //     return nitro::variants(nitro::variant<"small">(nitro::set<"width">(128), nitro::set<"lr">(0.002)),

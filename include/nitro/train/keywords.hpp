@@ -36,6 +36,8 @@
 #include "nitro/train/early_stop.hpp"
 #include "nitro/train/ema.hpp"
 #include "nitro/record/logger.hpp"
+#include "nitro/dist/replicas.hpp"
+#include "nitro/tensor/backend.hpp"
 
 #include <boost/hana/accessors.hpp>
 #include <boost/hana/for_each.hpp>
@@ -91,7 +93,9 @@
   FACT(restore_optimizer, bool, resolve_restore_optimizer, "resume the optimizer's state too", true)                    \
   FACT(restore_best, void, resolve_restore_best, "the weights the run ends with", ::nitro::not_given{})                 \
   FACT(eval_weights, void, resolve_eval_weights, "the weights evaluate() uses", ::nitro::not_given{})                   \
-  FACT(load_ema, bool, resolve_load_ema, "take the EMA a weights or resume file holds", true)
+  FACT(load_ema, bool, resolve_load_ema, "take the EMA a weights or resume file holds", true)                    \
+  FACT(device, void, resolve_device, "the backend the run's steps run on", ::nitro::cpu_backend{})                       \
+  FACT(replicas, ::nitro::dist::replicas*, resolve_replicas, "the data-parallel job this run is one replica of", nullptr)
 
 namespace nitro {
 
@@ -140,6 +144,9 @@ template <> struct keyword_accepts<"checkpointer"> {
 };
 template <> struct keyword_accepts<"schedules"> {
   template <class V> static constexpr bool test = is_object_value_v<V>;
+};
+template <> struct keyword_accepts<"device"> {
+  template <class V> static constexpr bool test = Backend<V>;  // nitro::cpu_backend{}, the default
 };
 
 // ---- diagnostics ------------------------------------------------------------------------------------
@@ -295,6 +302,8 @@ struct keyword_record {
 template <class V>
 std::string keyword_text(V const& v) {
   if constexpr (detail::is_optional_v<V>) {
+    return v ? keyword_text(*v) : std::string("none");
+  } else if constexpr (std::is_pointer_v<V>) {
     return v ? keyword_text(*v) : std::string("none");
   } else if constexpr (std::is_same_v<V, bool>) {
     return v ? "true" : "false";
@@ -485,6 +494,7 @@ using kw::restore_optimizer;
 using kw::restore_best;
 using kw::eval_weights;
 using kw::load_ema;
+using kw::device;
 
 // `checkpoint = path` is the deprecated spelling of `weights = path`.
 namespace kw {

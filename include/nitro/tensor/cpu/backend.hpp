@@ -52,6 +52,7 @@ class cpu_backend {
  public:
   static constexpr device_kind device = device_kind::cpu;
   static constexpr char const* name() noexcept { return "cpu (Eigen)"; }
+  std::string describe() const { return name(); }  // the `device` fact's value in the records
 
   template <class T>
   basic_tensor<T> to_device(std::string_view field, basic_tensor<T> const& host) {
