@@ -67,6 +67,7 @@
 #include "nitro/record/loggers/tensorboard.hpp"
 #include "nitro/record/safetensors.hpp"
 #include "nitro/record/weights_ref.hpp"
+#include "nitro/record/weights_resolve.hpp"
 
 #include "nitro/train/divergence.hpp"
 #include "nitro/train/early_stop.hpp"

@@ -5,6 +5,7 @@
 #include <nitro/record/checkpoint.hpp>
 #include <nitro/record/safetensors.hpp>
 #include <nitro/record/weights_ref.hpp>
+#include <nitro/record/weights_resolve.hpp>
 #include <nitro/nn/layers/chain.hpp>
 #include <nitro/nn/layers/dense.hpp>
 #include <nitro/optim/param_store.hpp>

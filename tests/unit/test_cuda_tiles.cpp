@@ -495,6 +495,74 @@ TEST_CASE("SGD (momentum, Nesterov) and Lion follow their formulas; decay pulls 
   CHECK(cu::mask_bit(nullptr, 7, true));
 }
 
+namespace {
+// One step of a CPU rule over a block, as the optimizer program runs it (optim/program.hpp's
+// run_blocks): u = g; the rule's direction; then decoupled decay toward zero and the step.
+template <class Rule>
+void cpu_step(Rule const& r, std::int64_t t, float eta, float lambda, std::vector<float>& w, std::vector<float> const& g,
+              std::vector<std::vector<float>>& states) {
+  const auto n = static_cast<std::int64_t>(w.size());
+  std::vector<float> u(g), scratch(w.size());
+  std::vector<float*> st;
+  for (auto& s : states) st.push_back(s.data());
+  Rule::template apply<true, false>(r.prepare(r.values.data(), t), nitro::optim::block{u.data(), w.data(), nullptr, st.data(), scratch.data(), n});
+  auto W = nitro::optim::detail::arr(w.data(), n);
+  auto U = nitro::optim::detail::arr(u.data(), n);
+  nitro::rule_math::weight_step<true, false>(W, U, 0.0f, nitro::rule_math::decay_of(eta, float(double(eta) * double(lambda))));
+}
+}  // namespace
+
+TEST_CASE("one arithmetic on both backends: the CPU rules' block step and the kernel's element step agree") {
+  nitro::rng gen(11);
+  const std::size_t n = 37;  // not a multiple of any vector width: the tail too
+  struct rule_case {
+    cu::rule_kind kind;
+    cu::rule_values h;
+  };
+  cu::rule_values adamw_h;
+  adamw_h.eta = 0.01f;
+  adamw_h.lambda = 0.1f;
+  cu::rule_values sgd_h;
+  sgd_h.eta = 0.05f;
+  sgd_h.lambda = 0.01f;
+  sgd_h.momentum = 0.9f;
+  sgd_h.dampening = 0.1f;
+  sgd_h.nesterov = true;
+  cu::rule_values lion_h;
+  lion_h.eta = 0.001f;
+  lion_h.lambda = 0.5f;
+  lion_h.beta1 = 0.9f;
+  lion_h.beta2 = 0.99f;
+  for (auto const& rc : {rule_case{cu::rule_kind::adamw, adamw_h}, rule_case{cu::rule_kind::sgd, sgd_h}, rule_case{cu::rule_kind::lion, lion_h}}) {
+    INFO(cu::to_string(rc.kind));
+    std::vector<float> w_cpu = random_vector(n, gen), w_dev = w_cpu;
+    std::vector<std::vector<float>> st{std::vector<float>(n, 0.0f), std::vector<float>(n, 0.0f)};
+    std::vector<float> m(n, 0.0f), v(n, 0.0f);
+    double worst = 0;
+    for (std::int64_t t = 1; t <= 6; ++t) {
+      const std::vector<float> g = random_vector(n, gen);
+      const cu::rule_values& h = rc.h;
+      if (rc.kind == cu::rule_kind::adamw) {
+        cpu_step(nitro::optim::adamw({.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .lambda = 0.1}), t, h.eta, h.lambda, w_cpu, g, st);
+      } else if (rc.kind == cu::rule_kind::sgd) {
+        cpu_step(nitro::optim::sgd({.momentum = 0.9, .dampening = 0.1, .nesterov = true}), t, h.eta, h.lambda, w_cpu, g, st);
+      } else {
+        st.resize(1);
+        cpu_step(nitro::optim::lion({.beta1 = 0.9, .beta2 = 0.99}), t, h.eta, h.lambda, w_cpu, g, st);
+      }
+      const cu::adam_corrections c = cu::adam_corrections_at(h.beta1, h.beta2, t);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (rc.kind == cu::rule_kind::adamw) cu::update_element<cu::rule_kind::adamw>(w_dev[i], g[i], m[i], v[i], 0.0f, true, h, c);
+        else if (rc.kind == cu::rule_kind::sgd) cu::update_element<cu::rule_kind::sgd>(w_dev[i], g[i], m[i], v[i], 0.0f, true, h, c);
+        else cu::update_element<cu::rule_kind::lion>(w_dev[i], g[i], m[i], v[i], 0.0f, true, h, c);
+      }
+      for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(double(w_cpu[i]) - double(w_dev[i])) / (std::abs(double(w_cpu[i])) + 1e-3));
+    }
+    // the constants are rounded to float once on either side (the kernel reads float fields): ulps, not formulas
+    CHECK(worst < 2e-6);
+  }
+}
+
 TEST_CASE("SAM and ASAM perturbations and global-norm clipping") {
   // SAM: e = rho g / ||g||
   const float g[3] = {3.0f, 4.0f, 12.0f};

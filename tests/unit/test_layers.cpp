@@ -6,6 +6,7 @@
 #include <nitro/nitro.hpp>
 
 #include <doctest/doctest.h>
+#include "../support/layer_check.hpp"
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -20,64 +21,7 @@ using nitro::shape;
 
 namespace layers_test {
 
-D random(shape s, nitro::rng& g, double lo = -1, double hi = 1) {
-  D t = D::owned(s);
-  for (std::int64_t i = 0; i < t.numel(); ++i) t[i] = g.uniform(lo, hi);
-  return t;
-}
-
-void require_ok(nitro::nn::gradcheck_result const& r) {
-  INFO(r.worst);
-  CHECK(r.ok);
-}
-
-// Every parameter leaf of a layer, random, with pointers to them in declaration order.
-template <class L>
-struct fixture {
-  nitro::nn::layer_params<L, double> ps;
-  nitro::nn::layer_state<L, double> st;
-  std::vector<D*> leaves;
-  explicit fixture(nitro::rng& g, double lo = -1, double hi = 1) {
-    nitro::for_each_leaf_type<typename L::param_spec>([&](auto kp, auto spec) {
-      D* leaf = nitro::find_leaf<D>(ps, decltype(kp)::view());
-      *leaf = random(decltype(spec)::type::shape(), g, lo, hi);
-      leaves.push_back(leaf);
-    });
-    nitro::for_each_leaf_type<typename L::state_spec>([&](auto kp, auto spec) {
-      *nitro::find_leaf<D>(st, decltype(kp)::view()) = D::owned(decltype(spec)::type::shape());
-    });
-  }
-};
-
-// The gradient check of one layer: loss = sum(y * r) for a fixed random r, over x and every parameter.
-template <class L>
-void gradcheck_layer(L const& layer, D x, nitro::rng& g, bool training = true, bool with_x = true) {
-  fixture<L> f(g);
-  nitro::nn::layer_state<L, double> st = f.st;
-  nitro::for_each_leaf(st, [&](auto kp, D& leaf) {  // running statistics away from their defaults
-    leaf = random(leaf.shape(), g, 0.5, 1.5);
-    (void)kp;
-  });
-  D r;
-  auto loss = [&] {
-    D y = layer(x, f.ps, st).first;
-    if (!r.defined()) r = random(y.shape(), g);
-    return nitro::sum(y * r);
-  };
-  std::vector<D*> in;
-  if (with_x) in.push_back(&x);
-  for (D* p : f.leaves) in.push_back(p);
-  // gradcheck takes an initializer_list: dispatch on the count
-  nitro::nn::gradcheck_result res;
-  switch (in.size()) {
-    case 1: res = nitro::nn::gradcheck(loss, {in[0]}, 1e-6, 1e-7, 1e-5, training); break;
-    case 2: res = nitro::nn::gradcheck(loss, {in[0], in[1]}, 1e-6, 1e-7, 1e-5, training); break;
-    case 3: res = nitro::nn::gradcheck(loss, {in[0], in[1], in[2]}, 1e-6, 1e-7, 1e-5, training); break;
-    default: FAIL("unexpected input count");
-  }
-  INFO(layer.describe() << (training ? " (training)" : " (evaluation)"));
-  require_ok(res);
-}
+using namespace layer_check;
 
 // Runs f under a tape and returns the gradients of its scalar result w.r.t. inputs.
 template <class F>

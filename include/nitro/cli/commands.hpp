@@ -11,6 +11,7 @@
 #include "nitro/cli/tar.hpp"
 #include "nitro/core/error.hpp"
 #include "nitro/record/weights_ref.hpp"
+#include "nitro/record/weights_resolve.hpp"
 #include "nitro/knobs/catalog.hpp"
 #include "nitro/knobs/records.hpp"
 #include "nitro/knobs/selection.hpp"

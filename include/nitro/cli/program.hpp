@@ -18,6 +18,8 @@
 
 #include "nitro/bind/binding.hpp"
 #include "nitro/cli/args.hpp"
+#include "nitro/cli/context.hpp"
+#include "nitro/cli/model_text.hpp"
 #include "nitro/cli/status_logger.hpp"
 #include "nitro/cli/table.hpp"
 #include "nitro/core/reflect.hpp"
@@ -26,6 +28,7 @@
 #include "nitro/data/dataset.hpp"
 #include "nitro/data/loader.hpp"
 #include "nitro/record/weights_ref.hpp"
+#include "nitro/record/weights_resolve.hpp"
 #include "nitro/knobs/catalog.hpp"
 #include "nitro/knobs/keyword_knobs.hpp"
 #include "nitro/knobs/records.hpp"
@@ -55,158 +58,6 @@
 #include <vector>       // rows
 
 namespace nitro::cli {
-
-// What every command has at hand.
-struct context {
-  std::string program;       // the binary's name, for usage lines
-  std::string self;          // the binary's path, to run points as processes
-  std::string command_line;  // for the manifest
-  std::ostream& out;
-  std::ostream& err;
-  dist::replicas* replicas = nullptr;  // the data-parallel job (nitro::main under mpirun); null: one process
-};
-
-struct run_options {
-  std::optional<std::string> run_dir;
-  std::optional<std::string> id;
-  bool quiet = false;
-  std::optional<resume_ref> resume;    // --resume: continue exactly from one checkpoint
-  std::optional<weights_ref> weights;  // --weights: start from these weights (a file, a checkpoint, an average)
-};
-
-struct run_result {
-  int exit_code = exit_ok;
-  std::string dir, slug, state;
-  std::map<std::string, double> metrics;  // "valid/acc", "test/loss", ...
-};
-
-namespace detail {
-
-inline volatile std::sig_atomic_t stop_requested = 0;
-extern "C" inline void on_stop_signal(int) { stop_requested = 1; }
-
-// Ctrl-C (SIGINT) and SIGTERM end a run between steps as `stopped`, its record complete.
-class stop_signals {
- public:
-  stop_signals() {
-    stop_requested = 0;
-    m_int = std::signal(SIGINT, on_stop_signal);
-    m_term = std::signal(SIGTERM, on_stop_signal);
-  }
-  ~stop_signals() {
-    std::signal(SIGINT, m_int);
-    std::signal(SIGTERM, m_term);
-  }
-  stop_signals(stop_signals const&) = delete;
-  stop_signals& operator=(stop_signals const&) = delete;
-
- private:
-  void (*m_int)(int);
-  void (*m_term)(int);
-};
-
-template <class L> struct is_chain : std::false_type {};
-template <class... L> struct is_chain<nn::chain_layer<L...>> : std::true_type {};
-template <class L> struct is_dense : std::false_type {};
-template <std::int64_t I, std::int64_t O, class A, bool B> struct is_dense<nn::dense_layer<I, O, A, B>> : std::true_type {};
-
-template <class Spec>
-std::string spec_shapes(std::string const& prefix) {
-  std::string s;
-  for_each_leaf_type<Spec>([&](auto kp, auto leaf) {
-    using Lf = typename decltype(leaf)::type;
-    std::string dims;
-    for (auto d : Lf::dims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-    s += (s.empty() ? "" : ", ") + prefix + std::string(decltype(kp)::view()) + " [" + dims + "]";
-  });
-  return s;
-}
-
-// The kernels a layer runs on the CPU backend, as `ir` lists them. Dense layers are known here; any
-// other layer may describe its own with `std::vector<std::string> kernels() const`.
-template <class L>
-std::vector<std::string> layer_kernels(L const& l, bool input_needs_grad) {
-  if constexpr (requires { { l.kernels() } -> std::convertible_to<std::vector<std::string>>; }) {
-    return l.kernels();
-  } else if constexpr (is_dense<L>::value) {
-    constexpr auto I = L::in_features, O = L::out_features;
-    std::vector<std::string> k;
-    const std::string act = L::activation::is_identity ? std::string() : std::string(" + ") + L::activation::name();
-    const bool bias = leaf_count<typename L::param_spec>() == 2;
-    k.push_back("forward   gemm<float> [" + std::to_string(O) + " x " + std::to_string(I) + "] . [" + std::to_string(I) + " x B]" +
-                (bias ? " + bias" : "") + act + " (one pass)");
-    if (!L::activation::is_identity) k.push_back(std::string("backward  ") + L::activation::name() + "' elementwise [" + std::to_string(O) + " x B]");
-    if (bias) k.push_back("backward  bias gradient: row sums [" + std::to_string(O) + " x B] -> [" + std::to_string(O) + "]");
-    k.push_back("backward  gemm<float> dW [" + std::to_string(O) + " x B] . [B x " + std::to_string(I) + "]");
-    if (input_needs_grad) k.push_back("backward  gemm<float> dx [" + std::to_string(I) + " x " + std::to_string(O) + "] . [" + std::to_string(O) + " x B]");
-    return k;
-  } else {
-    return {};
-  }
-}
-
-inline std::string features_text(std::int64_t f) { return f == nn::dynamic ? std::string("dynamic") : std::to_string(f); }
-
-template <class L>
-void describe_layers(table& t, L const& l, std::string const& name, bool input_needs_grad, std::vector<std::string>& kernels) {
-  if constexpr (is_chain<L>::value) {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      ((describe_layers(t, l.template at<I>(), (name.empty() ? "" : name + ".") + std::string(layer_name<I + 1>().view()),
-                        I > 0 || input_needs_grad, kernels)),
-       ...);
-    }(std::make_index_sequence<L::size()>{});
-  } else {
-    std::string params = spec_shapes<typename L::param_spec>(name.empty() ? "" : name + ".");
-    t.row({name.empty() ? "model" : name, l.describe(), features_text(L::in_features) + " -> " + features_text(L::out_features),
-           params.empty() ? "no parameters" : params});
-    for (auto const& k : layer_kernels(l, input_needs_grad)) kernels.push_back((name.empty() ? "model" : name) + "  " + k);
-  }
-}
-
-template <class T> std::string scalar_text(T const& v) {
-  if constexpr (is_knob_scalar_v<T>) return knob_value::of(v).str();
-  else return "-";
-}
-
-}  // namespace detail
-
-// Whether Ctrl-C or SIGTERM asked the command that runs now to stop (a data-parallel rank waiting in
-// a collective polls it too: nitro/main.hpp).
-inline bool stop_requested() noexcept { return detail::stop_requested != 0; }
-
-// What a command adds to the selection's keywords; every field empty or default unless `run` (or
-// `eval`) sets it. The handle's type does not depend on which are set.
-struct handle_extras {
-  std::optional<run_reference> run_ref;         // run: the record's folder and the metadata line
-  std::optional<weights_ref> weights;           // eval, run --weights: the weights to load
-  std::optional<resume_ref> resume;             // run --resume: the checkpoint to continue
-  std::optional<checkpoint_policy> checkpointer;  // run: checkpoints/ (when the experiment gives none)
-  logger_set loggers = to_logger_set(default_loggers);
-  dist::replicas* replicas = nullptr;             // run, eval under mpirun: the job the handle is a replica of
-};
-
-// The value of a keyword record as JSON: a number or a boolean when the text is one, else the text.
-inline ordered_json record_value_json(std::string const& text) {
-  if (text == "true") return true;
-  if (text == "false") return false;
-  if (!text.empty() && text.find_first_not_of("-0123456789") == std::string::npos && text != "-") {
-    try {
-      std::size_t used = 0;
-      long long v = std::stoll(text, &used);
-      if (used == text.size()) return v;
-    } catch (std::exception const&) {
-    }
-  }
-  if (!text.empty() && text.find_first_not_of("-+.0123456789e") == std::string::npos) {
-    try {
-      std::size_t used = 0;
-      double v = std::stod(text, &used);
-      if (used == text.size()) return v;
-    } catch (std::exception const&) {
-    }
-  }
-  return text;
-}
 
 template <class E>
 struct program {

@@ -310,8 +310,7 @@ class program {
         sq += detail::sum_of_squares(grads + s.offset, s.size);
       }
       m_last_norm = std::sqrt(sq) * double(grad_scale);
-      const double coef = m_options.gradient_clip_norm / (m_last_norm + 1e-6);
-      if (coef < 1) scale *= coef;
+      scale *= rule_math::clip_scale(m_last_norm, m_options.gradient_clip_norm);
     }
     ++m_step;
     [&]<std::size_t... GI>(std::index_sequence<GI...>) { (update_group<GI>(float(scale)), ...); }(group_seq{});
@@ -349,8 +348,8 @@ class program {
             if (!r.perturb) continue;
             auto W = detail::arr(w + off + r.begin, r.end - r.begin);
             auto G = detail::arr(g + off + r.begin, r.end - r.begin);
-            if (r.adaptive) W += (W.abs() + eta_a).square() * G * k;
-            else W += G * k;
+            if (r.adaptive) rule_math::sam_ascent<true>(W, G, eta_a, k);
+            else rule_math::sam_ascent<false>(W, G, eta_a, k);
           }
         }
       });
@@ -687,7 +686,7 @@ class program {
     alignas(64) float scratch[block_size];
     constexpr std::size_t S = R::states::size;
     std::array<float*, S + 1> st{};
-    const float keep = 1.0f - c;
+    const rule_math::weight_consts wk = rule_math::decay_of(eta, c);
     for (std::int64_t i = begin; i < end; i += block_size) {
       const std::int64_t n = end - i < block_size ? end - i : block_size;
       for (std::size_t s = 0; s < S; ++s) st[s] = gs.states[s].get() + i;
@@ -695,9 +694,8 @@ class program {
       U = detail::arr(g + i, n) * scale;
       R::template apply<Decay, Anchor>(k, block{u, w + i, Anchor ? a + i : nullptr, st.data(), scratch, n});
       auto W = detail::arr(w + i, n);
-      if constexpr (Decay && Anchor) W = W * keep + c * detail::arr(a + i, n) - eta * U;
-      else if constexpr (Decay) W = W * keep - eta * U;
-      else W -= eta * U;
+      if constexpr (Anchor) rule_math::weight_step<Decay, true>(W, U, detail::arr(a + i, n), wk);
+      else rule_math::weight_step<Decay, false>(W, U, 0.0f, wk);
     }
   }
 

@@ -24,6 +24,7 @@
 #include "nitro/core/fixed_string.hpp"
 #include "nitro/core/meta.hpp"
 #include "nitro/optim/group.hpp"
+#include "nitro/tensor/rule_math.hpp"
 
 #include <Eigen/Core>
 

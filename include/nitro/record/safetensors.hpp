@@ -31,7 +31,13 @@
 // covering the data exactly), truncation and checksums. Each failure is a nitro::error
 // (E-CKPT-001..009) naming the file and what is wrong. It never crashes on any input and never
 // returns a partial file: tests/fuzz/ fuzzes it with libFuzzer.
+//
+// The format's vocabulary is record/safetensors_format.hpp; the writer record/safetensors_writer.hpp
+// (included here, so this header is the whole format).
 #pragma once
+
+#include "nitro/record/safetensors_format.hpp"
+#include "nitro/record/safetensors_writer.hpp"
 
 #include "nitro/core/error.hpp"
 #include "nitro/record/atomic_file.hpp"
@@ -60,133 +66,6 @@
 #include <vector>       // entries
 
 namespace nitro {
-
-// ---- dtypes -------------------------------------------------------------------------------------
-enum class st_dtype { BOOL, U8, I8, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64 };
-
-constexpr std::string_view to_string(st_dtype d) noexcept {
-  switch (d) {
-    case st_dtype::BOOL: return "BOOL";
-    case st_dtype::U8: return "U8";
-    case st_dtype::I8: return "I8";
-    case st_dtype::I16: return "I16";
-    case st_dtype::U16: return "U16";
-    case st_dtype::F16: return "F16";
-    case st_dtype::BF16: return "BF16";
-    case st_dtype::I32: return "I32";
-    case st_dtype::U32: return "U32";
-    case st_dtype::F32: return "F32";
-    case st_dtype::F64: return "F64";
-    case st_dtype::I64: return "I64";
-    case st_dtype::U64: return "U64";
-  }
-  return "?";
-}
-constexpr std::size_t size_of(st_dtype d) noexcept {
-  switch (d) {
-    case st_dtype::BOOL: case st_dtype::U8: case st_dtype::I8: return 1;
-    case st_dtype::I16: case st_dtype::U16: case st_dtype::F16: case st_dtype::BF16: return 2;
-    case st_dtype::I32: case st_dtype::U32: case st_dtype::F32: return 4;
-    case st_dtype::F64: case st_dtype::I64: case st_dtype::U64: return 8;
-  }
-  return 1;
-}
-constexpr bool is_floating(st_dtype d) noexcept {
-  return d == st_dtype::F16 || d == st_dtype::BF16 || d == st_dtype::F32 || d == st_dtype::F64;
-}
-inline std::optional<st_dtype> parse_dtype(std::string_view s) noexcept {
-  for (st_dtype d : {st_dtype::BOOL, st_dtype::U8, st_dtype::I8, st_dtype::I16, st_dtype::U16, st_dtype::F16, st_dtype::BF16,
-                     st_dtype::I32, st_dtype::U32, st_dtype::F32, st_dtype::F64, st_dtype::I64, st_dtype::U64})
-    if (to_string(d) == s) return d;
-  return std::nullopt;
-}
-
-template <class T> struct dtype_of;
-template <> struct dtype_of<float> { static constexpr st_dtype value = st_dtype::F32; };
-template <> struct dtype_of<double> { static constexpr st_dtype value = st_dtype::F64; };
-template <> struct dtype_of<std::int64_t> { static constexpr st_dtype value = st_dtype::I64; };
-template <> struct dtype_of<std::uint64_t> { static constexpr st_dtype value = st_dtype::U64; };
-template <> struct dtype_of<std::int32_t> { static constexpr st_dtype value = st_dtype::I32; };
-template <> struct dtype_of<std::uint32_t> { static constexpr st_dtype value = st_dtype::U32; };
-template <> struct dtype_of<std::int16_t> { static constexpr st_dtype value = st_dtype::I16; };
-template <> struct dtype_of<std::uint16_t> { static constexpr st_dtype value = st_dtype::U16; };
-template <> struct dtype_of<std::int8_t> { static constexpr st_dtype value = st_dtype::I8; };
-template <> struct dtype_of<std::uint8_t> { static constexpr st_dtype value = st_dtype::U8; };
-template <> struct dtype_of<bool> { static constexpr st_dtype value = st_dtype::BOOL; };
-
-namespace detail {
-
-static_assert(std::endian::native == std::endian::little, "nitro's safetensors code assumes a little-endian machine");
-
-inline std::uint32_t crc32_of(void const* data, std::size_t n, std::uint32_t crc = 0) noexcept {
-  auto const* p = static_cast<unsigned char const*>(data);
-  uLong c = crc;
-  while (n > 0) {
-    const uInt chunk = n > (std::size_t(1) << 30) ? uInt(1) << 30 : static_cast<uInt>(n);
-    c = ::crc32(c, p, chunk);
-    p += chunk;
-    n -= chunk;
-  }
-  return static_cast<std::uint32_t>(c);
-}
-inline std::string crc_hex(std::uint32_t c) {
-  char buf[9];
-  std::snprintf(buf, sizeof buf, "%08x", c);
-  return buf;
-}
-
-inline constexpr std::uint64_t max_header_bytes = 100'000'000;  // the safetensors package's limit
-inline constexpr std::string_view metadata_key = "__metadata__";
-inline constexpr std::string_view crc_header_key = "crc32.header";
-inline constexpr std::string_view crc_tensors_key = "crc32.tensors";
-inline constexpr std::string_view data_bytes_key = "data_bytes";
-
-inline std::string shape_text(std::vector<std::int64_t> const& s) {
-  std::string r = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
-inline float half_to_float(std::uint16_t h) noexcept {
-  const std::uint32_t sign = std::uint32_t(h & 0x8000u) << 16;
-  std::uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
-  if (exp == 0) {
-    if (mant == 0) bits = sign;
-    else {  // subnormal: normalise
-      exp = 127 - 15 + 1;
-      while ((mant & 0x400u) == 0) { mant <<= 1; --exp; }
-      bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
-    }
-  } else if (exp == 31) bits = sign | 0x7f800000u | (mant << 13);
-  else bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  return std::bit_cast<float>(bits);
-}
-inline float bf16_to_float(std::uint16_t h) noexcept { return std::bit_cast<float>(std::uint32_t(h) << 16); }
-
-}  // namespace detail
-
-// ---- one tensor of a file -----------------------------------------------------------------------
-struct safetensors_entry {
-  std::string name;
-  st_dtype dtype = st_dtype::F32;
-  std::vector<std::int64_t> file_shape;  // as stored: row-major (C order)
-  std::uint64_t begin = 0, end = 0;      // data offsets
-  std::span<std::byte const> bytes;      // the tensor's bytes, inside the file's buffer
-
-  std::int64_t numel() const noexcept {
-    std::int64_t n = 1;
-    for (auto d : file_shape) n *= d;
-    return n;
-  }
-  // nitro's extents: the stored shape reversed (see the layout note at the top).
-  nitro::shape shape() const {
-    std::vector<std::int64_t> r(file_shape.rbegin(), file_shape.rend());
-    if (r.size() > static_cast<std::size_t>(nitro::shape::max_rank))
-      throw error("E-CKPT-012", "tensor '" + name + "' has " + std::to_string(r.size()) + " dimensions; nitro tensors have at most 5",
-                  "reshape it to at most 5 dimensions before saving");
-    return nitro::shape::from(r.begin(), r.end());
-  }
-};
 
 // ---- the reader ---------------------------------------------------------------------------------
 class safetensors_file {
@@ -534,114 +413,6 @@ class safetensors_file {
   std::size_t m_data_at = 0;  // where the data starts in m_bytes
   bool m_nitro = false;
   bool m_checked = false;
-};
-
-// ---- the writer ---------------------------------------------------------------------------------
-// Collects tensors by reference (their memory must stay unchanged until write/bytes), then writes
-// header and data in one pass. Tensors are laid out by dtype size, largest first, so each starts
-// aligned to its element size (the header is padded with spaces to a multiple of 8).
-class safetensors_writer {
- public:
-  // Metadata "format": "nitro.tensors" unless the caller sets another "nitro.*" format.
-  safetensors_writer() { m_metadata["format"] = "nitro.tensors"; }
-
-  // Raw bytes with the shape as stored (row-major). The other overloads use nitro's extents.
-  void add_row_major(std::string name, st_dtype dtype, std::vector<std::int64_t> file_shape, void const* data) {
-    check_name(name);
-    std::uint64_t bytes = size_of(dtype);
-    for (auto d : file_shape) {
-      if (d < 0) throw error("E-CKPT-016", "tensor '" + name + "' has a negative extent", "pass non-negative extents");
-      bytes *= static_cast<std::uint64_t>(d);
-    }
-    m_items.push_back({std::move(name), dtype, std::move(file_shape), static_cast<std::byte const*>(data), bytes});
-  }
-  // A buffer of T with nitro's (column-major) extents.
-  template <class T>
-  void add(std::string name, T const* data, nitro::shape s) {
-    std::vector<std::int64_t> fs;
-    for (int i = s.rank() - 1; i >= 0; --i) fs.push_back(s[i]);
-    add_row_major(std::move(name), dtype_of<T>::value, std::move(fs), data);
-  }
-  template <class T>
-  void add(std::string name, basic_tensor<T> const& t) { add(std::move(name), t.data(), t.shape()); }
-
-  // A string metadata entry. "format" must stay "nitro.<something>"; checksum keys are nitro's.
-  void metadata(std::string key, std::string value) {
-    if (key == detail::crc_header_key || key == detail::crc_tensors_key || key == detail::data_bytes_key)
-      throw error("E-CKPT-016", "metadata key '" + key + "' is reserved for nitro's checksums", "choose another key");
-    if (key == "format" && value.rfind("nitro.", 0) != 0)
-      throw error("E-CKPT-016", "metadata \"format\" = \"" + value + "\": nitro files name a format starting with \"nitro.\"", "use \"nitro.<name>\" or another key");
-    m_metadata[std::move(key)] = std::move(value);
-  }
-  std::size_t size() const noexcept { return m_items.size(); }
-
-  // The whole file, in memory.
-  std::string bytes() const {
-    std::string out = prefix();
-    out.reserve(out.size() + static_cast<std::size_t>(data_bytes()));
-    for (auto i : order()) out.append(reinterpret_cast<char const*>(m_items[i].data), static_cast<std::size_t>(m_items[i].bytes));
-    return out;
-  }
-  // Writes the file atomically: the path holds the previous file or this one, never a mixture.
-  void write(std::filesystem::path const& path) const {
-    atomic_file f(path, "safetensors file");
-    f.write(prefix());
-    for (auto i : order()) f.write(m_items[i].data, static_cast<std::size_t>(m_items[i].bytes));
-    f.commit();
-  }
-
- private:
-  struct item {
-    std::string name;
-    st_dtype dtype;
-    std::vector<std::int64_t> file_shape;
-    std::byte const* data;
-    std::uint64_t bytes;
-  };
-  void check_name(std::string const& name) const {
-    if (name.empty() || name == detail::metadata_key)
-      throw error("E-CKPT-016", "a tensor cannot be called '" + name + "'", "name tensors by keypath (params.layer_1.weight)");
-    for (auto const& it : m_items)
-      if (it.name == name) throw error("E-CKPT-016", "tensor '" + name + "' is added twice", "give every tensor its own name");
-  }
-  std::vector<std::size_t> order() const {
-    std::vector<std::size_t> o(m_items.size());
-    for (std::size_t i = 0; i < o.size(); ++i) o[i] = i;
-    std::stable_sort(o.begin(), o.end(), [&](std::size_t a, std::size_t b) { return size_of(m_items[a].dtype) > size_of(m_items[b].dtype); });
-    return o;
-  }
-  std::uint64_t data_bytes() const {
-    std::uint64_t n = 0;
-    for (auto const& i : m_items) n += i.bytes;
-    return n;
-  }
-  std::string prefix() const {
-    nlohmann::json h = nlohmann::json::object();
-    nlohmann::json crcs = nlohmann::json::object();
-    std::uint64_t at = 0;
-    for (auto i : order()) {
-      auto const& it = m_items[i];
-      h[it.name] = {{"dtype", std::string(to_string(it.dtype))}, {"shape", it.file_shape}, {"data_offsets", {at, at + it.bytes}}};
-      crcs[it.name] = detail::crc_hex(detail::crc32_of(it.data, static_cast<std::size_t>(it.bytes)));
-      at += it.bytes;
-    }
-    nlohmann::json meta = nlohmann::json::object();
-    for (auto const& [k, v] : m_metadata) meta[k] = v;
-    meta[std::string(detail::crc_tensors_key)] = crcs.dump();
-    meta[std::string(detail::data_bytes_key)] = std::to_string(at);
-    h[std::string(detail::metadata_key)] = meta;
-    const std::string canonical = h.dump();
-    h[std::string(detail::metadata_key)][std::string(detail::crc_header_key)] = detail::crc_hex(detail::crc32_of(canonical.data(), canonical.size()));
-    std::string header = h.dump();
-    while ((8 + header.size()) % 8 != 0) header.push_back(' ');
-    std::string out(8, '\0');
-    std::uint64_t n = header.size();
-    for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xffu);
-    return out + header;
-  }
-
-  std::vector<item> m_items;
-  std::map<std::string, std::string> m_metadata;
 };
 
 }  // namespace nitro

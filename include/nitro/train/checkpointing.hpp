@@ -13,6 +13,7 @@
 #include "nitro/record/checkpoint.hpp"
 #include "nitro/record/run_reference.hpp"
 #include "nitro/record/weights_ref.hpp"
+#include "nitro/record/weights_resolve.hpp"
 #include "nitro/train/handle_state.hpp"
 
 #include <nlohmann/json.hpp>

@@ -12,6 +12,7 @@
 #include "nitro/data/loader.hpp"
 #include "nitro/dist/shard.hpp"
 #include "nitro/nn/metrics.hpp"
+#include "nitro/record/weights_resolve.hpp"
 #include "nitro/train/handle_state.hpp"
 
 #include <algorithm>    // copy

@@ -25,6 +25,7 @@
 #include "nitro/optim/schedule_map.hpp"
 #include "nitro/record/checkpoint.hpp"
 #include "nitro/record/weights_ref.hpp"
+#include "nitro/record/weights_resolve.hpp"
 #include "nitro/tensor/arena.hpp"
 #include "nitro/tensor/backend.hpp"
 #include "nitro/tensor/tape.hpp"

@@ -34,19 +34,14 @@ struct adam_rule {
   double default_lambda = 0;
   bool decoupled = false;  // made by adamw(): only the name and the default lambda differ
 
-  struct consts { float b1, omb1, b2, omb2, c1, rc2, eps; };
-  consts prepare(double const* f, std::int64_t t) const {
-    const double bc1 = 1 - std::pow(f[0], double(t)), bc2 = 1 - std::pow(f[1], double(t));
-    return {float(f[0]), float(1 - f[0]), float(f[1]), float(1 - f[1]), float(1 / bc1), float(1 / std::sqrt(bc2)), float(f[2])};
-  }
+  using consts = rule_math::adam_consts;  // the arithmetic: tensor/rule_math.hpp, shared with the CUDA kernel
+  consts prepare(double const* f, std::int64_t t) const { return rule_math::adam_consts_at(f[0], f[1], f[2], t); }
   template <bool Decay, bool Anchor>
   static void apply(consts const& k, block const& b) noexcept {
     auto u = detail::arr(b.u, b.n);
     auto m = detail::arr(b.state[0], b.n);
     auto v = detail::arr(b.state[1], b.n);
-    m = k.b1 * m + k.omb1 * u;
-    v = k.b2 * v + k.omb2 * u.square();
-    u = (m * k.c1) / (v.sqrt() * k.rc2 + k.eps);
+    rule_math::adam_direction(u, m, v, k);
   }
   std::string describe(double const* f) const { return std::string(decoupled ? "adamw(" : "adam(") + detail::describe_fields<fields>(f) + ")"; }
 };

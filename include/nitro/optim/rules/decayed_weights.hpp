@@ -28,8 +28,8 @@ struct decayed_weights_rule {
   static void apply(consts const& k, block const& b) noexcept {
     if constexpr (Decay) {
       auto u = detail::arr(b.u, b.n);
-      if constexpr (Anchor) u += k.wd * (detail::arr(b.w, b.n) - detail::arr(b.a, b.n));
-      else u += k.wd * detail::arr(b.w, b.n);
+      if constexpr (Anchor) rule_math::coupled_decay<true>(u, detail::arr(b.w, b.n), detail::arr(b.a, b.n), k.wd);
+      else rule_math::coupled_decay<false>(u, detail::arr(b.w, b.n), 0.0f, k.wd);
     }
   }
   std::string describe(double const* f) const { return "decayed_weights(" + detail::describe_fields<fields>(f) + ")"; }

@@ -26,17 +26,13 @@ struct lion_rule {
   std::array<double, 2> values{0.9, 0.99};
   double default_lambda = 0;
 
-  struct consts { float b1, omb1, b2, omb2; };
-  consts prepare(double const* f, std::int64_t) const { return {float(f[0]), float(1 - f[0]), float(f[1]), float(1 - f[1])}; }
+  using consts = rule_math::lion_consts;  // the arithmetic: tensor/rule_math.hpp, shared with the CUDA kernel
+  consts prepare(double const* f, std::int64_t) const { return rule_math::lion_consts_of(f[0], f[1]); }
   template <bool Decay, bool Anchor>
   static void apply(consts const& k, block const& b) noexcept {
     float* __restrict u = b.u;
     float* __restrict m = b.state[0];
-    for (std::int64_t i = 0; i < b.n; ++i) {  // a plain loop: the compiler vectorises the sign
-      const float c = k.b1 * m[i] + k.omb1 * u[i];
-      m[i] = k.b2 * m[i] + k.omb2 * u[i];
-      u[i] = float(c > 0.f) - float(c < 0.f);
-    }
+    for (std::int64_t i = 0; i < b.n; ++i) rule_math::lion_direction(u[i], m[i], k);  // a plain loop: the compiler vectorises the sign
   }
   std::string describe(double const* f) const { return "lion(" + detail::describe_fields<fields>(f) + ")"; }
 };

@@ -30,18 +30,13 @@ struct sgd_rule {
   double default_lambda = 0;
   bool nesterov = false;
 
-  struct consts { float mu_buf, omd, mu; bool nesterov; };
-  consts prepare(double const* f, std::int64_t t) const {
-    const bool first = t <= 1;  // PyTorch starts the buffer at the first gradient, undamped
-    return {first ? 0.f : float(f[0]), first ? 1.f : float(1 - f[1]), float(f[0]), nesterov};
-  }
+  using consts = rule_math::sgd_consts;  // the arithmetic: tensor/rule_math.hpp, shared with the CUDA kernel
+  consts prepare(double const* f, std::int64_t t) const { return rule_math::sgd_consts_at(f[0], f[1], nesterov, t); }
   template <bool Decay, bool Anchor>
   static void apply(consts const& k, block const& b) noexcept {
     auto u = detail::arr(b.u, b.n);
     auto buf = detail::arr(b.state[0], b.n);
-    buf = k.mu_buf * buf + k.omd * u;
-    if (k.nesterov) u += k.mu * buf;
-    else u = buf;
+    rule_math::sgd_direction(u, buf, k);
   }
   std::string describe(double const* f) const {
     return std::string("sgd(") + detail::describe_fields<fields>(f) + (nesterov ? ", nesterov" : "") + ")";

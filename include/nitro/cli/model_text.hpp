@@ -1,0 +1,86 @@
+// nitro/cli/model_text.hpp — a model as `ir` and `check` print it: one row per layer (its
+// description, features in and out, parameter shapes) and the kernels each layer runs.
+#pragma once
+
+#include "nitro/cli/table.hpp"
+#include "nitro/core/reflect.hpp"
+#include "nitro/knobs/knob_value.hpp"
+#include "nitro/nn/layers/chain.hpp"
+#include "nitro/nn/layers/dense.hpp"
+
+#include <cstdint>      // int64_t
+#include <string>       // texts
+#include <type_traits>  // traits
+#include <utility>      // index_sequence
+#include <vector>       // kernels
+
+namespace nitro::cli {
+
+namespace detail {
+
+template <class L> struct is_chain : std::false_type {};
+template <class... L> struct is_chain<nn::chain_layer<L...>> : std::true_type {};
+template <class L> struct is_dense : std::false_type {};
+template <std::int64_t I, std::int64_t O, class A, bool B> struct is_dense<nn::dense_layer<I, O, A, B>> : std::true_type {};
+
+template <class Spec>
+std::string spec_shapes(std::string const& prefix) {
+  std::string s;
+  for_each_leaf_type<Spec>([&](auto kp, auto leaf) {
+    using Lf = typename decltype(leaf)::type;
+    std::string dims;
+    for (auto d : Lf::dims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+    s += (s.empty() ? "" : ", ") + prefix + std::string(decltype(kp)::view()) + " [" + dims + "]";
+  });
+  return s;
+}
+
+// The kernels a layer runs on the CPU backend, as `ir` lists them. Dense layers are known here; any
+// other layer may describe its own with `std::vector<std::string> kernels() const`.
+template <class L>
+std::vector<std::string> layer_kernels(L const& l, bool input_needs_grad) {
+  if constexpr (requires { { l.kernels() } -> std::convertible_to<std::vector<std::string>>; }) {
+    return l.kernels();
+  } else if constexpr (is_dense<L>::value) {
+    constexpr auto I = L::in_features, O = L::out_features;
+    std::vector<std::string> k;
+    const std::string act = L::activation::is_identity ? std::string() : std::string(" + ") + L::activation::name();
+    const bool bias = leaf_count<typename L::param_spec>() == 2;
+    k.push_back("forward   gemm<float> [" + std::to_string(O) + " x " + std::to_string(I) + "] . [" + std::to_string(I) + " x B]" +
+                (bias ? " + bias" : "") + act + " (one pass)");
+    if (!L::activation::is_identity) k.push_back(std::string("backward  ") + L::activation::name() + "' elementwise [" + std::to_string(O) + " x B]");
+    if (bias) k.push_back("backward  bias gradient: row sums [" + std::to_string(O) + " x B] -> [" + std::to_string(O) + "]");
+    k.push_back("backward  gemm<float> dW [" + std::to_string(O) + " x B] . [B x " + std::to_string(I) + "]");
+    if (input_needs_grad) k.push_back("backward  gemm<float> dx [" + std::to_string(I) + " x " + std::to_string(O) + "] . [" + std::to_string(O) + " x B]");
+    return k;
+  } else {
+    return {};
+  }
+}
+
+inline std::string features_text(std::int64_t f) { return f == nn::dynamic ? std::string("dynamic") : std::to_string(f); }
+
+template <class L>
+void describe_layers(table& t, L const& l, std::string const& name, bool input_needs_grad, std::vector<std::string>& kernels) {
+  if constexpr (is_chain<L>::value) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((describe_layers(t, l.template at<I>(), (name.empty() ? "" : name + ".") + std::string(layer_name<I + 1>().view()),
+                        I > 0 || input_needs_grad, kernels)),
+       ...);
+    }(std::make_index_sequence<L::size()>{});
+  } else {
+    std::string params = spec_shapes<typename L::param_spec>(name.empty() ? "" : name + ".");
+    t.row({name.empty() ? "model" : name, l.describe(), features_text(L::in_features) + " -> " + features_text(L::out_features),
+           params.empty() ? "no parameters" : params});
+    for (auto const& k : layer_kernels(l, input_needs_grad)) kernels.push_back((name.empty() ? "model" : name) + "  " + k);
+  }
+}
+
+template <class T> std::string scalar_text(T const& v) {
+  if constexpr (is_knob_scalar_v<T>) return knob_value::of(v).str();
+  else return "-";
+}
+
+}  // namespace detail
+
+}  // namespace nitro::cli
