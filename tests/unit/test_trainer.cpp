@@ -218,7 +218,7 @@ TEST_CASE("keyword, else accessor, else field, else default — for the keywords
                                             "check_divergence", "autolog_schedules", "log_every_n_steps", "logger", "checkpointer",
                                             "early_stop", "monitor", "eval_loss", "ema", "batch_size", "max_steps", "eval_every",
                                             "diagnostics", "data", "weights", "resume", "run_ref", "w0", "restore_optimizer",
-                                            "restore_best", "eval_weights", "load_ema"});
+                                            "restore_best", "eval_weights", "load_ema", "device", "replicas"});
     CHECK(r[0].value == "9");
     CHECK(r[0].source == nitro::keyword_source::keyword);
     CHECK(r[12].value == "patience=4 min_delta=0");

@@ -301,6 +301,8 @@ TEST_CASE("show(): the golden text for fashion_mlp") {
         "    restore_best        none                           default\n"
         "    eval_weights        none                           default\n"
         "    load_ema            true                           default\n"
+        "    device              cpu (Eigen)                    default\n"
+        "    replicas            none                           default\n"
         "bindings\n"
         "  data fashion_mnist\n"
         "    split  samples  batches  batch  prefetch\n"

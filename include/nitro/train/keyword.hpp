@@ -239,7 +239,7 @@ template <class V>
 std::string keyword_text(V const& v) {
   if constexpr (detail::is_optional_v<V>) {
     return v ? keyword_text(*v) : std::string("none");
-  } else if constexpr (std::is_pointer_v<V>) {
+  } else if constexpr (std::is_pointer_v<V> && !std::is_convertible_v<V, std::string_view>) {  // a job, a backend: by what it says
     return v ? keyword_text(*v) : std::string("none");
   } else if constexpr (std::is_same_v<V, bool>) {
     return v ? "true" : "false";
