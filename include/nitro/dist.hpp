@@ -20,7 +20,7 @@
 //   dist/gradients.hpp     one sum per parameter group; the per-step agreement; broadcasts for resume
 //   dist/metrics.hpp       a split's metrics over every rank by the pair rules
 //   the handle's seam: the construction fact nitro::kw::replicas = &mpi.world() makes a handle one replica
-// (NCCL bootstrapped over MPI for GPUs across hosts is not written yet: docs/mpi.md.)
+// GPUs across hosts: dist/cuda/data_parallel.cuh bootstraps one NCCL communicator through MPI (docs/mpi.md).
 #pragma once
 
 #include "nitro/dist/communicator.hpp"

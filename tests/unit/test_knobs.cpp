@@ -338,6 +338,7 @@ TEST_CASE("records: the folder is made once, status is replaced whole, metrics l
   CHECK(error_text([&] { nitro::run_record::create(dir, id.slug); }).rfind("E-REC-001: the run folder " + rec.dir() + " exists already", 0) == 0);
   rec.write_manifest(nitro::manifest_json(c, s, id));
   rec.append_metrics(nitro::metrics_metadata_json(c, s, id));
+  CHECK(nitro::metrics_metadata_json(c, s, id)["format"] == "nitro.metrics.v1");  // the format metrics.jsonl's logger writes
   rec.append_metrics({{"type", "train"}, {"step", 1}, {"loss", 2.0}});
   nitro::status_record st;
   st.slug = id.slug;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "nitro/core/error.hpp"
+#include "nitro/record/loggers/jsonl.hpp"
 #include "nitro/record/record_file.hpp"
 #include "nitro/knobs/catalog.hpp"
 #include "nitro/knobs/detail/did_you_mean.hpp"
@@ -172,7 +173,7 @@ inline ordered_json manifest_json(catalog const& c, selection const& s, run_iden
 inline ordered_json metrics_metadata_json(catalog const& c, selection const& s, run_identity const& id) {
   ordered_json m;
   m["type"] = "metadata";
-  m["format"] = "nitro.metrics/1";
+  m["format"] = metrics_jsonl_format;  // what the JSONL logger writes
   m["slug"] = id.slug;
   m["experiment"] = c.experiment;
   m["program"] = c.programs[s.program];

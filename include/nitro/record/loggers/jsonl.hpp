@@ -30,6 +30,9 @@
 
 namespace nitro {
 
+// The format the first line of metrics.jsonl names (also what the command line's metadata says).
+inline constexpr char const* metrics_jsonl_format = "nitro.metrics.v1";
+
 namespace detail {
 inline double wall_time_now() noexcept {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -61,7 +64,7 @@ class jsonl_logger : public run_logger {
     if (!caller.is_object()) throw error("E-LOG-004", "the run's metadata is JSON but not an object", "pass a JSON object, such as {\"selection\": {...}}");
     nlohmann::json meta = nlohmann::json::object();
     meta["type"] = "metadata";
-    meta["format"] = "nitro.metrics.v1";
+    meta["format"] = metrics_jsonl_format;
     for (auto it = caller.begin(); it != caller.end(); ++it)
       if (it.key() != "type" && it.key() != "format") meta[it.key()] = it.value();
     meta["experiment"] = info.experiment;

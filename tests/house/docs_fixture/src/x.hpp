@@ -1,0 +1,1 @@
+// see docs/here.md and docs/gone.md
