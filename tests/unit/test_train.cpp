@@ -112,13 +112,19 @@ TEST_CASE("Device fields are bound to the handle's slots; the loss reads the slo
   CHECK_FALSE(e.smoothing.bound());  // the caller's copy is untouched
 }
 
-TEST_CASE("a step allocates nothing from the arena's heap after the first") {
+TEST_CASE("a step takes its memory from the arena, which stops growing after the first step") {
   nitro::Nitro h(SmallMLP<32>{.train_limit = 640}, nitro::max_epochs = 1);
-  h.train(false);
-  std::size_t cap = h.step_memory().capacity();
+  using H = decltype(h);
+  nitro::data::loader<H::batch_type> ld(h.data().split("train"), {32, true, true, 2, 7});
+  ld.start_epoch(0);
+  h.train_step(*ld.next());
+  const std::size_t cap = h.step_memory().capacity();
+  CHECK(cap > 0);  // the step's intermediates came from the arena
   CHECK(h.step_memory().chunk_count() == 1);
-  h.train(false);  // max_epochs reached: nothing more to do
+  for (int i = 0; i < 8; ++i) h.train_step(*ld.next());  // eight more steps, each a new batch
+  CHECK(h.step() == 9);
   CHECK(h.step_memory().capacity() == cap);
+  CHECK(h.step_memory().chunk_count() == 1);
 }
 
 TEST_CASE("an output whose last extent is not the batch is an error naming it") {
