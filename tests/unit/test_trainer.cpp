@@ -1079,3 +1079,39 @@ TEST_SUITE("cache_stats") {
     CHECK(f[2].value == "0.001");
   }
 }
+
+// ---- :concat through the handle's own evaluation ------------------------------------------------------
+namespace concat_test {
+struct Batch { BOOST_HANA_DEFINE_STRUCT(Batch, (nitro::Tensor, x), (nitro::Tensor, y)); };
+struct In { BOOST_HANA_DEFINE_STRUCT(In, (nitro::Tensor, x)); };
+struct Target { BOOST_HANA_DEFINE_STRUCT(Target, (nitro::Tensor, y)); };
+struct Cat { BOOST_HANA_DEFINE_STRUCT(Cat, (nitro::concat_of<nitro::Tensor>, yhat), (nitro::concat_of<nitro::Tensor>, y)); };
+struct Exp {
+  std::int64_t batch_size = 3;  // 10 samples: batches of 3, 3, 3 and 1
+  auto build_data() const {
+    nitro::Tensor x = nitro::Tensor::owned({2, 10}), y = nitro::Tensor::owned({1, 10});
+    for (int i = 0; i < 10; ++i) { x(0, i) = float(i); x(1, i) = float(i % 3); y(0, i) = float(100 + i); }
+    return nitro::data::dataset<Batch>{"ten", {{"train", Batch{x, y}}, {"valid", Batch{x, y}}}, "concat"};
+  }
+  auto build_model() const { return nitro::nn::dense<2, 1>(); }
+  auto forward(auto const& m, auto const& ps, auto const& st, In const& in) const { return m(in.x, ps, st); }
+  auto loss(nitro::Tensor const& yhat, Target const& t) const { return nitro::nn::mse(yhat, t.y); }
+  auto metrics(nitro::Tensor const& yhat, Target const& t) const { return Cat{{yhat}, {t.y}}; }
+};
+NITRO_EXPERIMENT(Exp, batch_size);
+}  // namespace concat_test
+
+TEST_CASE(":concat through evaluate(): every sample of the split once, in order, the partial last batch included") {
+  nitro::Nitro h(concat_test::Exp{}, nitro::logger = nitro::no_loggers);
+  const nitro::metric_values m = h.evaluate("valid");
+  REQUIRE(m.has_tensor("y"));
+  REQUIRE(m.has_tensor("yhat"));
+  CHECK(m.tensor("y").shape() == nitro::shape{1, 10});
+  std::vector<float> labels;
+  for (int i = 0; i < 10; ++i) labels.push_back(float(100 + i));
+  CHECK(m.tensor("y").to_vector() == labels);
+  // the predictions are forward's on the whole split, column for column
+  const nitro::Tensor whole = h.predict(h.data().split("valid").all());
+  REQUIRE(m.tensor("yhat").shape() == whole.shape());
+  for (int i = 0; i < 10; ++i) CHECK(m.tensor("yhat")[i] == doctest::Approx(whole[i]).epsilon(1e-6));
+}
