@@ -208,3 +208,20 @@ TEST_CASE("the replicas construction fact: none by default; a job of one rank le
   CHECK(r.value == "1 rank");
   CHECK(r.source == nitro::keyword_source::keyword);
 }
+
+TEST_CASE("show() says what the handle does: its loaders' own options, and no accumulation claim without a metrics hook") {
+  nitro::Nitro h(Probe{}, nitro::logger = nitro::no_loggers);
+  const std::string text = nitro::show_text(h.description());
+  CHECK(text.find("no metrics hook: the loss is the metric") != std::string::npos);
+  CHECK(text.find("accumulate on") == std::string::npos);  // Probe has no metrics hook: nothing but the loss accumulates
+  const auto train = h.loader_options_for("train"), valid = h.loader_options_for("valid");
+  CHECK(train.shuffle);
+  CHECK(train.drop_last);
+  CHECK_FALSE(valid.shuffle);
+  CHECK_FALSE(valid.drop_last);
+  const auto d = h.description();
+  REQUIRE(d.splits.size() == 2);
+  CHECK(d.splits[0].prefetch.rfind("loader thread, " + std::to_string(train.prefetch) + " ahead, shuffled, full batches;", 0) == 0);
+  CHECK(d.splits[1].prefetch.rfind("loader thread, " + std::to_string(valid.prefetch) + " ahead;", 0) == 0);
+  CHECK(d.splits[0].batches == 32 / 8);
+}

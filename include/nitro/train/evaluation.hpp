@@ -48,13 +48,13 @@ metric_values live(S& s, std::string_view split_name) {
   auto const& split = s.m_data.split(split_name);
   if (s.m_dist) {  // this rank's block of the split, the metrics reduced over the ranks by the pair rules
     const auto part = dist::split_shard(split, s.m_dist->rank(), s.m_dist->size(), s.m_kw.batch_size.value);  // whole batches: one process's
-    data::loader<batch_type> ld(part, {s.m_kw.batch_size.value, false, false, 2, 0});
+    data::loader<batch_type> ld(part, s.loader_options_for(split_name));
     ld.start_epoch(0);
     dist::metric_totals<typename S::metrics_struct> totals;
     while (auto b = ld.next()) eval_step(s, *b, totals);
     return finalize_metrics(s.m_e, totals.reduce(*s.m_dist, metrics_residency_of<hook::metrics>(s.m_e)), split_name);
   }
-  data::loader<batch_type> ld(split, {s.m_kw.batch_size.value, false, false, 2, 0});
+  data::loader<batch_type> ld(split, s.loader_options_for(split_name));
   ld.start_epoch(0);
   metric_accumulator acc(metrics_residency_of<hook::metrics>(s.m_e));
   acc.reserve_samples(split.size());  // concat_of: no growth per batch

@@ -16,6 +16,7 @@
 #include "nitro/core/cache_stats.hpp"
 #include "nitro/core/reflect.hpp"
 #include "nitro/data/dataset.hpp"
+#include "nitro/data/loader.hpp"
 #include "nitro/dist/gradients.hpp"
 #include "nitro/dist/metrics.hpp"
 #include "nitro/nn/layer.hpp"
@@ -42,6 +43,7 @@
 #include <memory>       // device-scalar block
 #include <optional>     // the optimizer program, the checkpointer
 #include <string>       // names
+#include <string_view>  // split names
 #include <type_traits>  // traits
 #include <utility>      // move, index_sequence
 #include <vector>       // slots
@@ -231,6 +233,15 @@ struct handle_state {
   // its random streams and the backend's kernels.
   step_context context(bool training, std::uint64_t seed) {
     return step_context{&m_arena, training ? &m_tape : nullptr, training, seed, 0, &m_backend.ops()};
+  }
+
+  // How the handle's loaders read a split — the one place it is said (the loop, evaluation and
+  // show() read it): training shuffles from the run's seed and keeps whole batches; evaluation
+  // reads every sample in order. Both gather batches ahead on the loader's thread.
+  data::loader_options loader_options_for(std::string_view split) const {
+    const bool training = split == "train";
+    return {.batch_size = m_kw.batch_size.value, .shuffle = training, .drop_last = training, .prefetch = 2,
+            .seed = training ? fold(m_kw.seed.value, 2) : 0};
   }
 
   resolve_context checkpoint_context(bool bare_is_own) const {

@@ -211,7 +211,7 @@ template <class S, class Report>
 std::vector<epoch_summary> train(S& s, train_options const& opt, Report const& report) {
   using batch_type = typename S::batch_type;
   auto const& split = s.m_data.split("train");
-  const data::loader_options lo{s.m_kw.batch_size.value, true, true, 2, fold(s.m_kw.seed.value, 2)};
+  const data::loader_options lo = s.loader_options_for("train");
   if (s.m_dist) {  // this rank's shard of every global batch of the same permutation
     dist::shard_loader<batch_type> ld(split, lo, s.m_dist->rank(), s.m_dist->size());
     return train_loop(s, ld, opt, report);

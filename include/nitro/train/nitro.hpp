@@ -177,6 +177,8 @@ class Nitro : detail::handle_state<E, Kw...> {
     return d;
   }
   arena const& step_memory() const noexcept { return s().m_arena; }
+  // How this handle's loaders read a split (train: shuffled, whole batches; others: in order).
+  data::loader_options loader_options_for(std::string_view split) const { return s().loader_options_for(split); }
 
   // ---- device scalars -------------------------------------------------------------------------
   // Writes a Device field between steps: the next step's hooks and kernels read the new value.

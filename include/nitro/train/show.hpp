@@ -285,8 +285,8 @@ handle_description describe_handle(Handle const& h, Keywords const& kw) {
   d.data = h.data().name;
   const std::string transfers = describe_transfers<B>();
   for (auto const& s : h.data().splits) {
-    const bool train = s.name() == "train";
-    d.splits.push_back(describe_split(s.name(), s.size(), kw.batch_size.value, train, 2, train, transfers));
+    const auto lo = h.loader_options_for(s.name());  // what the handle's loaders do, not a copy of it
+    d.splits.push_back(describe_split(s.name(), s.size(), lo.batch_size, lo.drop_last, lo.prefetch, lo.shuffle, transfers));
   }
   std::string line = hook_fields_text<typename B::forward_input>("forward");
   std::string downstream;
@@ -294,10 +294,12 @@ handle_description describe_handle(Handle const& h, Keywords const& kw) {
     if (!x.empty()) downstream += (downstream.empty() ? "" : ", ") + x;
   if (!downstream.empty()) line += " -> " + downstream;
   d.hooks.push_back(line);
-  d.hooks.push_back(std::string("metrics accumulate on ") + (metrics_residency_of<hook::metrics>(h.experiment()) == residency::device ? "device" : "host") +
-                    "; finalize_metrics runs on " +
-                    (metrics_residency_of<hook::finalize_metrics>(h.experiment()) == residency::device ? "device" : "host") +
-                    (B::has_metrics ? "" : "; no metrics hook: the loss is the metric"));
+  if constexpr (B::has_metrics)
+    d.hooks.push_back(std::string("metrics accumulate on ") + (metrics_residency_of<hook::metrics>(h.experiment()) == residency::device ? "device" : "host") +
+                      "; finalize_metrics runs on " +
+                      (metrics_residency_of<hook::finalize_metrics>(h.experiment()) == residency::device ? "device" : "host"));
+  else  // nothing accumulates but the loss: say that, not where absent reducers would live
+    d.hooks.push_back("no metrics hook: the loss is the metric (a mean over batches)");
   d.gradient_clip_norm = kw.gradient_clip_norm.value;
   return d;
 }
