@@ -227,7 +227,7 @@ struct handle_state {
   std::int64_t step() const noexcept { return m_opt->steps(); }  // optimizer steps (restored with the optimizer's state)
   std::int64_t micro_steps() const noexcept { return m_opt->steps() * m_kw.accum.value + m_micro; }  // batches trained on
   bool writes_records() const noexcept { return !m_dist || m_dist->writes(); }  // only rank 0 writes the record
-  int ranks() const noexcept { return m_dist ? m_dist->size() : 1; }
+  int ranks() const noexcept { return m_dist ? m_dist->size() : 1; }  // processes in the job (1: one process)
 
   // The context a step (training) or an evaluation (not) runs in: the arena, the tape, the seed of
   // its random streams and the backend's kernels.

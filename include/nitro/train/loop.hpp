@@ -60,7 +60,7 @@ void note_diagnostics(S& s) {
     p += double(w[i]) * double(w[i]);
   }
   // the gradient the update used: the mean over micro-batches (and over the ranks, whose gradients were summed)
-  const double scale = 1.0 / double(s.m_kw.accum.value) / double(s.m_dist ? s.m_dist->size() : 1);
+  const double scale = 1.0 / double(s.m_kw.accum.value) / double(s.ranks());
   s.m_run.extras().set(s.m_diag_grad, std::sqrt(g) * scale);
   s.m_run.extras().set(s.m_diag_param, std::sqrt(p));
 }
@@ -148,7 +148,7 @@ std::vector<epoch_summary> train_loop(S& s, Loader& ld, train_options const& opt
       auto b = ld.next();
       if (!b) break;
       const double loss = handle_step::train(s, *b);
-      const std::int64_t n = detail::batch_samples(*b) * (s.m_dist ? s.m_dist->size() : 1);  // the global batch's samples
+      const std::int64_t n = detail::batch_samples(*b) * s.ranks();  // the global batch's samples
       loss_sum += loss;
       step_loss += loss;
       samples += n;
