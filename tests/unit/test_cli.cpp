@@ -69,6 +69,13 @@ struct Tiny {
                          nitro::sweep<"lrs">(nitro::base<"quick">, nitro::axis<"lr">(0.01, 0.05)));
   }
 
+  // The 16-wide program says how it checkpoints (`check` and `eval` must still write nothing).
+  auto checkpointer() const
+    requires(Width == 16)
+  {
+    return nitro::checkpoint_policy{.every = nitro::every_epochs(1), .keep_last = 3, .keep_best = 1};
+  }
+
   auto build_data() const { return make_data(n_samples); }
   auto build_model() const {
     constexpr int W = decltype(width)::value;
@@ -228,12 +235,22 @@ TEST_CASE("explain shows every knob and run keyword with value, source and doc")
   CHECK(r.out.find("  lr                 0.05  set      learning rate\n") != std::string::npos);
   CHECK(r.out.find("  max_epochs         1     variant  epochs\n") != std::string::npos);
   CHECK(r.out.find("  width              8     default  hidden width\n") != std::string::npos);
+  // a run keyword's row, its columns joined by one space
+  auto row = [&](std::string const& name) {
+    const auto at = r.out.find("\n  " + name + " ", r.out.find("run keywords:\n"));
+    std::istringstream line(r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1));
+    std::string word, joined;
+    while (line >> word) joined += (joined.empty() ? "" : " ") + word;
+    return joined;
+  };
   // a run keyword that is a knob but not a field reaches the handle as a keyword
-  CHECK(r.out.find("  log_every_n_steps   4                              keyword   steps between train log lines; the knob "
-                   "log_every_n_steps (set)\n") != std::string::npos);
-  CHECK(r.out.find("  max_epochs          1                              field     epochs to train; the knob max_epochs "
-                   "(variant)\n") != std::string::npos);
-  CHECK(r.out.find("  max_steps           7                              override  optimizer steps to train") != std::string::npos);
+  CHECK(row("log_every_n_steps") == "log_every_n_steps 4 keyword steps between train log lines; the knob log_every_n_steps (set)");
+  CHECK(row("max_epochs") == "max_epochs 1 field epochs to train; the knob max_epochs (variant)");
+  CHECK(row("max_steps").rfind("max_steps 7 override optimizer steps to train", 0) == 0);
+  // nobody set the seed: the handle's own default, not a keyword
+  CHECK(row("seed") == "seed 1 default the run seed; every random stream folds it in; the knob seed (default)");
+  // what `run` gives the handle: the command line's checkpoints (Tiny<8> names none)
+  CHECK(row("checkpointer") == "checkpointer every epoch, keep last 10, best 1 by the run's monitor (min) keyword when checkpoints are written, which are kept");
   CHECK(r.out.find("overrides:\n  steps  7  override") != std::string::npos);
 }
 
@@ -256,6 +273,14 @@ TEST_CASE("run records the selection everywhere, and eval reproduces the recorde
   CHECK(m["run_keywords"]["log_every_n_steps"]["value"] == 2);
   CHECK(m["run_keywords"]["log_every_n_steps"]["source"] == "keyword");
   CHECK(m["run_keywords"]["max_epochs"]["source"] == "field");
+  // the keywords the command line gives the handle, as it resolves them (they read `framework default`)
+  CHECK(m["run_keywords"]["checkpointer"]["source"] == "keyword");
+  CHECK(m["run_keywords"]["checkpointer"]["value"] == "every 3 steps, keep last 10, best 1 by the run's monitor (min)");
+  CHECK(m["run_keywords"]["logger"]["source"] == "keyword");
+  CHECK(m["run_keywords"]["run_ref"]["source"] == "keyword");
+  CHECK(m["run_keywords"]["run_ref"]["value"] == run);
+  CHECK(m["run_keywords"]["seed"]["source"] == "default");  // nobody set it (it read `keyword`)
+  CHECK(m["run_keywords"]["eval_every"]["source"] == "override");
   CHECK(m["data"]["splits"]["train"] == 96);  // build_data saw the selected n_samples
   CHECK(m["backend"]["device"] == "cpu");     // the handle's backend, as show() names it
   CHECK(m["backend"]["name"] == "cpu (Eigen)");
@@ -290,6 +315,17 @@ TEST_CASE("run records the selection everywhere, and eval reproduces the recorde
   CHECK(report.find("Nitro cli_test::Tiny<8>\n") < 4);  // show(h) first
   CHECK(report.find("  parameter groups\n") != std::string::npos);
   CHECK(report.find("\nprogram Tiny<width=8>  (variant quick)\n") != std::string::npos);
+  // one source of truth: every run keyword of the manifest is a row of the report's table, with its source
+  {
+    const auto table = report.substr(report.find("run keywords:\n"));
+    for (auto const& [name, kw] : m["run_keywords"].items()) {
+      const auto at = table.find("\n  " + name + " ");
+      REQUIRE_MESSAGE(at != std::string::npos, name);
+      const auto line = table.substr(at + 1, table.find('\n', at + 1) - at - 1);
+      CHECK_MESSAGE(line.find("  " + kw["source"].get<std::string>() + " ") != std::string::npos, line);
+      if (kw["value"].is_string()) CHECK_MESSAGE(line.find("  " + kw["value"].get<std::string>() + " ") != std::string::npos, line);
+    }
+  }
   CHECK(std::filesystem::exists(run + "/metrics.csv"));
   int events = 0;
   for (auto const& f : std::filesystem::directory_iterator(run)) events += f.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
@@ -348,7 +384,7 @@ TEST_CASE("check binds and runs one batch of each split, writing nothing; ir sho
     return names;
   };
   const auto before = listing();
-  auto r = cli({"check", "--variant", "wide"});
+  auto r = cli({"check", "--variant", "wide"});  // Tiny<16> gives its own checkpointer: no run folder is made for it
   INFO(r.err);
   CHECK(r.rc == 0);
   CHECK(r.out.find("check Tiny<width=16>: the hooks bind\n") == 0);
@@ -360,6 +396,56 @@ TEST_CASE("check binds and runs one batch of each split, writing nothing; ir sho
   CHECK(ir.out.find("  layer_1.weight  [16, 4]  64  offset 0\n") != std::string::npos);
   CHECK(ir.out.find("  layer_1  forward   gemm<float> [16 x 4] . [4 x B] + bias + relu (one pass)\n") != std::string::npos);
   CHECK(ir.out.find("  x  float tensor  transferred  declared by forward\n") != std::string::npos);
+}
+
+TEST_CASE("check and eval write nothing, with an experiment that gives its own checkpointer") {
+  const std::string dir = tmp_dir("cli/read_only");
+  auto run = cli({"run", "--variant", "wide", "--set", "max_epochs=1", "--set", "n_samples=64", "--run-dir", dir, "--id", "w", "--quiet"});
+  INFO(run.err);
+  REQUIRE(run.rc == 0);
+  // a working directory of its own: a handle's default run_dir ("runs") is relative to it
+  struct in_dir {
+    std::filesystem::path was = std::filesystem::current_path();
+    explicit in_dir(std::filesystem::path const& p) { std::filesystem::current_path(p); }
+    ~in_dir() { std::filesystem::current_path(was); }
+  };
+  const std::filesystem::path here = tmp_dir("cli/read_only_cwd");
+  const in_dir cd(here);
+  auto tree = [&] {
+    std::vector<std::string> names;
+    for (auto const& root : {std::filesystem::path(dir), here})
+      for (auto const& e : std::filesystem::recursive_directory_iterator(root))
+        names.push_back(e.path().string() + " " + std::to_string(e.is_regular_file() ? e.file_size() : 0));
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  // the experiment's checkpointer wrote the run's checkpoints into its record
+  auto index = nitro::checkpoint_index::load(dir + "/tiny-wide-max_epochs=1-n_samples=64-w/checkpoints");
+  REQUIRE(index.latest());
+  CHECK(index.latest()->step == 4);
+  const auto before = tree();
+  auto c = cli({"check", "--variant", "wide"});  // a handle's run_dir is "runs", under `here`
+  INFO(c.err);
+  CHECK(c.rc == 0);
+  CHECK(c.out.find("nothing was written") != std::string::npos);
+  CHECK(tree() == before);
+  auto e = cli({"eval", "--run-dir", dir, "tiny-wide", "--split", "valid"});
+  INFO(e.err);
+  CHECK(e.rc == 0);
+  CHECK(e.out.find("  valid  acc ") != std::string::npos);
+  CHECK(tree() == before);
+  // and a handle that only evaluates makes no run folder either, until it trains
+  const auto sel = nitro::resolve_selection(App::cat(), {{"wide"}, {{"n_samples", "32"}, {"max_epochs", "1"}}});
+  auto h = nitro::cli::program<Tiny<16>>::handle(App::cat(), sel, {.loggers = nitro::to_logger_set(nitro::no_loggers)});
+  CHECK(h->run_directory().empty());
+  CHECK(h->checkpoints() == nullptr);
+  (void)h->evaluate("valid");
+  CHECK(tree() == before);
+  h->train(false);
+  REQUIRE(h->checkpoints() != nullptr);
+  CHECK(h->checkpoints()->index().latest()->step == 2);
+  CHECK(std::filesystem::exists(h->run_directory() / "checkpoints"));
+  std::filesystem::remove_all(h->run_directory());
 }
 
 TEST_CASE("sweep runs every point in the program compiled for it and tabulates them") {

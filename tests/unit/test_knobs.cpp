@@ -157,9 +157,16 @@ TEST_CASE("--set wins over --variant, which wins over the default; every source 
   CHECK(e.lr == 0.002f);
   CHECK(e.layers == 3);
   CHECK(e.smoothing.get() == 0.05f);
-  auto kws = nitro::selection_keywords<E64>(s);  // max_epochs and seed reach the handle as keywords
-  CHECK(std::get<0>(kws).value == 1);
+  // max_epochs and seed reach the handle as keywords: seed was set; max_epochs was not, so it passes
+  // nothing and the handle resolves it itself (its records then say `default`, not `keyword`)
+  auto kws = nitro::selection_keywords<E64>(s);
+  CHECK(!std::get<0>(kws).value.has_value());
   CHECK(std::get<1>(kws).value == 7u);
+  const nitro::run_keywords kw(e, std::get<0>(kws), std::get<1>(kws));  // as the handle resolves them
+  CHECK(kw.max_epochs.value == 1);
+  CHECK(kw.max_epochs.source == nitro::keyword_source::fallback);
+  CHECK(kw.seed.value == 7u);
+  CHECK(kw.seed.source == nitro::keyword_source::keyword);
 
   auto j = nitro::knobs_json(c, s);
   CHECK(j["layers"]["source"] == "set");

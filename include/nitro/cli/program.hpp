@@ -105,9 +105,8 @@ struct program {
     std::string doc;
     std::string note;
   };
-  static std::vector<keyword_row> keyword_rows(E const& e, catalog const& c, selection const& s) {
-    auto records = std::apply([&](auto const&... kw) { return run_keywords<E, std::remove_cvref_t<decltype(kw)>...>(e, kw...).records(); },
-                              selection_keywords<E>(s));
+  // The records as the command line shows them: overrides marked, knobs named with their source.
+  static std::vector<keyword_row> keyword_rows(std::vector<keyword_record> const& records, catalog const& c, selection const& s) {
     std::vector<keyword_row> rows;
     for (auto const& r : records) {
       keyword_row row{r.name, r.value, to_string(r.source), std::string(run_keyword_doc(r.name)), r.note};
@@ -121,6 +120,23 @@ struct program {
     }
     return rows;
   }
+  // The rows of a handle given the selection's keywords and these extras, resolved as the handle
+  // resolves them (the same keyword types as handle_type: no data is built, nothing new is compiled).
+  static std::vector<keyword_row> keyword_rows(E const& e, catalog const& c, selection const& s, handle_extras x) {
+    auto records = std::apply([&](auto const&... kw) { return run_keywords<E, std::remove_cvref_t<decltype(kw)>...>(e, kw...).records(); },
+                              std::tuple_cat(selection_keywords<E>(s), extra_keywords(s, std::move(x))));
+    return keyword_rows(records, c, s);
+  }
+  // What `run` gives the handle besides its record (run_ref, the status logger, --resume,
+  // --weights): the experiment's loggers, and the command line's checkpoints when the experiment
+  // names none. `explain` shows the run keywords as a run would resolve them.
+  static handle_extras run_extras(E const& e, selection const& s) {
+    handle_extras x;
+    x.loggers = to_logger_set(resolve_logger(e).value);
+    x.checkpointer = run_checkpoints(s);
+    return x;
+  }
+  static std::vector<keyword_row> keyword_rows(E const& e, catalog const& c, selection const& s) { return keyword_rows(e, c, s, run_extras(e, s)); }
   static ordered_json keywords_json(std::vector<keyword_row> const& rows) {
     ordered_json j = ordered_json::object();
     for (auto const& r : rows) j[r.name] = {{"value", record_value_json(r.value)}, {"source", r.source}};
@@ -136,8 +152,9 @@ struct program {
   }
 
   // ---- explain ----------------------------------------------------------------------------------
-  static std::string explain_text(catalog const& c, selection const& s) {
-    const E e = experiment(c, s);
+  static std::string explain_text(catalog const& c, selection const& s) { return explain_text(c, s, keyword_rows(experiment(c, s), c, s)); }
+  // With the rows a handle reports (run: the binding report's table is the manifest's).
+  static std::string explain_text(catalog const& c, selection const& s, std::vector<keyword_row> const& rows) {
     std::ostringstream o;
     o << "program " << c.programs[s.program];
     if (s.request.variant) o << "  (variant " << *s.request.variant << ")";
@@ -148,7 +165,7 @@ struct program {
     o << t.str();
     o << "run keywords:\n";
     table k;
-    for (auto const& r : keyword_rows(e, c, s)) k.row({r.name, r.value, r.source, r.doc + (r.note.empty() ? "" : "; " + r.note)});
+    for (auto const& r : rows) k.row({r.name, r.value, r.source, r.doc + (r.note.empty() ? "" : "; " + r.note)});
     o << k.str();
     if (s.request.steps || s.request.eval_every || s.request.diagnostics) {
       o << "overrides:\n";
@@ -345,8 +362,8 @@ struct program {
   }
 
   // ---- run --------------------------------------------------------------------------------------
-  static std::string binding_report(catalog const& c, selection const& s) {
-    return explain_text(c, s) + "\n" + ir_text(c, s);
+  static std::string binding_report(catalog const& c, selection const& s, std::vector<keyword_row> const& rows) {
+    return explain_text(c, s, rows) + "\n" + ir_text(c, s);
   }
 
   // The checkpoints the command line keeps when the experiment says nothing: every epoch (or every
@@ -363,7 +380,7 @@ struct program {
 
   static run_result run(context& ctx, catalog const& c, selection const& s, run_options const& o) {
     const E e = experiment(c, s);
-    const auto rows = keyword_rows(e, c, s);
+    handle_extras x = run_extras(e, s);
     run_result res;
 
     dist::replicas* dp = ctx.replicas;
@@ -380,9 +397,8 @@ struct program {
     ident.program = c.programs[s.program];
     ident.started = iso_time_now();
     ident.command = ctx.command_line;
-    ident.run_keywords = keywords_json(rows);
 
-    const std::string run_dir = o.run_dir ? *o.run_dir : run_dir_of(rows);
+    const std::string run_dir = o.run_dir ? *o.run_dir : run_dir_of(keyword_rows(e, c, s, x));
     run_record rec = lead ? run_record::create(run_dir, ident.slug) : run_record((std::filesystem::path(run_dir) / ident.slug).string());
     res.dir = rec.dir();
     res.slug = ident.slug;
@@ -399,16 +415,16 @@ struct program {
     }
     auto status = std::make_shared<status_logger>(rec, st);
 
-    handle_extras x;
     x.run_ref = run_reference{rec.dir(), metrics_metadata_json(c, s, ident).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
-    x.loggers = to_logger_set(resolve_logger(e).value);
     x.loggers.add(std::shared_ptr<run_logger>(status));
     x.resume = o.resume;
     x.weights = o.weights;
     x.replicas = dp;
+    // the manifest's run keywords are those the handle is given, as it resolves them: the handle's
+    // own records once it exists (a failed construction records the same keywords, resolved alike)
+    ident.run_keywords = keywords_json(keyword_rows(e, c, s, x));
     std::unique_ptr<handle_type> h;
     try {
-      x.checkpointer = run_checkpoints(s);
       h = handle(c, s, std::move(x));
     } catch (std::exception const& err) {
       if (lead) {
@@ -423,9 +439,11 @@ struct program {
     for (auto const& sp : h->data().splits) splits[sp.name()] = sp.size();
     ident.data["splits"] = splits;
     ident.backend = {{"device", to_string(h->backend().device)}, {"name", h->backend().name()}};
+    const auto rows = keyword_rows(h->keywords().records(), c, s);
+    ident.run_keywords = keywords_json(rows);
     if (lead) {
       rec.write_manifest(manifest_json(c, s, ident));
-      rec.write_text("binding_report.txt", show_text(h->description()) + "\n" + binding_report(c, s));
+      rec.write_text("binding_report.txt", show_text(h->description()) + "\n" + binding_report(c, s, rows));
     }
 
     const std::int64_t per_epoch = h->data().split("train").size() / h->batch_size().value / h->accum().value;

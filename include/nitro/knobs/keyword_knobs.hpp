@@ -11,6 +11,7 @@
 #include "nitro/train/keywords.hpp"
 
 #include <cstdint>  // uint64_t
+#include <optional> // a knob nobody selected passes nothing
 #include <string>   // run_dir
 
 namespace nitro {
@@ -28,7 +29,7 @@ struct keyword_knob {
     using type = typename std::remove_cvref_t<decltype(kw::KW)>::value_type;                                  \
     template <class E>                                                                                        \
     static auto resolve(E const& e) { return ::nitro::resolve_##KW(e); }                                       \
-    static auto make(type v) { return kw::KW = v; }                                                           \
+    static auto make(std::optional<type> v) { return kw::KW = v; }                                            \
   };
 
 // The table's `knob` rows (train/keywords.hpp): the typed keywords whose value a knob can hold.

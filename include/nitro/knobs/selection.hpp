@@ -215,6 +215,8 @@ void apply_selection(E& e, catalog const& c, selection const& s) {
 
 // The run keywords that are knobs but not fields, as keyword arguments for the handle:
 //   std::apply([&](auto... kw) { nitro::Nitro h(e, kw...); ... }, nitro::selection_keywords<E>(sel));
+// Each is a std::optional: a knob nobody selected passes nothing, so the handle resolves the keyword
+// itself (to the knob's default, which is that resolution) and its records name the true source.
 template <class E>
 auto selection_keywords(selection const& s) {
   using items = typename declarations<E>::knob_tuple;
@@ -222,8 +224,11 @@ auto selection_keywords(selection const& s) {
     return std::tuple_cat([&] {
       using K = std::tuple_element_t<I, items>;
       using T = knob_traits<E, K::name>;
-      if constexpr (T::is_keyword) return std::tuple{keyword_knob<K::name>::make(s.knobs[I].value.template as<typename T::value_type>())};
-      else return std::tuple<>{};
+      if constexpr (T::is_keyword) {
+        using V = typename T::value_type;
+        auto const& k = s.knobs[I];
+        return std::tuple{keyword_knob<K::name>::make(k.source == knob_source::fallback ? std::optional<V>{} : std::optional<V>(k.value.template as<V>()))};
+      } else return std::tuple<>{};
     }()...);
   }(std::make_index_sequence<std::tuple_size_v<items>>{});
 }

@@ -56,7 +56,8 @@ struct checkpoint_policy {
 
   // For show, explain and the manifest: "every 1 epochs, keep last 1, best 1 by valid.loss (min)".
   std::string describe() const {
-    std::string s = "every " + std::to_string(every.n) + (every.epochs ? " epochs" : " steps") + ", keep last " +
+    std::string s = (every.n == 1 ? std::string("every ") : "every " + std::to_string(every.n) + " ") + (every.epochs ? "epoch" : "step") +
+                    (every.n == 1 ? "" : "s") + ", keep last " +
                     (keep_last < 0 ? std::string("all") : std::to_string(keep_last));
     if (keep_best != 0)
       s += ", best " + (keep_best < 0 ? std::string("all") : std::to_string(keep_best)) + " by " +

@@ -134,7 +134,7 @@ class logger_set {
   bool empty() const noexcept { return m_loggers.empty(); }
   std::vector<std::shared_ptr<run_logger>> const& loggers() const noexcept { return m_loggers; }
   std::string describe() const {
-    std::string s = m_defaults ? "default" : "";
+    std::string s = m_defaults ? default_loggers_t{}.describe() : "";
     for (auto const& l : m_loggers) s += (s.empty() ? "" : ", ") + l->describe();
     return s.empty() ? "none" : s;
   }
@@ -162,7 +162,7 @@ inline constexpr bool is_logger_value_v =
 
 template <class V>
 logger_set to_logger_set(V const& v) {
-  static_assert(is_logger_value_v<V>, "nitro::to_logger_set: not a logger value");
+  static_assert(is_logger_value_v<V>, "E-LOG-007: nitro::to_logger_set is given a value that is not a logger. Fix: pass a logger (a class deriving from nitro::run_logger), a shared_ptr to one, nitro::loggers(...), nitro::default_loggers or nitro::no_loggers.");
   logger_set s;
   if constexpr (std::is_same_v<V, logger_set>) s = v;
   else if constexpr (std::is_base_of_v<run_logger, V>) s.add(V(v));
@@ -175,7 +175,7 @@ logger_set to_logger_set(V const& v) {
 template <class... L>
 logger_set loggers(L&&... l) {
   static_assert((is_logger_value_v<std::remove_cvref_t<L>> && ...),
-                "nitro::loggers(...) takes loggers (classes deriving from nitro::run_logger), shared_ptrs to them, "
+                "E-LOG-008: an argument of nitro::loggers(...) is not a logger. Fix: pass loggers (classes deriving from nitro::run_logger), shared_ptrs to them, "
                 "nitro::default_loggers or nitro::no_loggers");
   logger_set s;
   (s.add(to_logger_set(l)), ...);

@@ -41,8 +41,20 @@ std::optional<checkpoint_policy> checkpoint_policy_of(S const& s) {
 }
 template <class S>
 bool checkpoint_policy_given(S const& s) { return checkpoint_policy_of(s).has_value(); }
+// The policy the checkpointer keeps: its monitor defaults to the run's monitor keyword.
+template <class S>
+std::optional<checkpoint_policy> checkpoint_policy_kept(S const& s) {
+  auto p = checkpoint_policy_of(s);
+  if (p && p->monitor.empty()) {
+    p->monitor = s.m_kw.monitor.value.qualified();
+    p->mode = s.m_kw.monitor.value.mode;
+  }
+  return p;
+}
 
 // run_ref, else (with a checkpointer) a new <run_dir>/<experiment>-<time>-<id>, else no record.
+// Nothing is created here: a handle that only evaluates, predicts or is checked (the command
+// line's `check` and `eval`) writes nothing. open_record() makes the folder when the run first writes.
 template <class S>
 void setup_run_directory(S& s) {
   using RR = std::remove_cvref_t<decltype(s.m_kw.run_ref.value)>;
@@ -51,19 +63,31 @@ void setup_run_directory(S& s) {
   if (ref) {
     s.m_run_dir = ref->dir;
     s.m_metadata_json = ref->metadata_json.empty() ? std::string("{}") : ref->metadata_json;
+  }
+  s.m_new_record = !ref && checkpoint_policy_given(s);  // named when it opens
+}
+
+// The record opens when the run first writes (train() on every rank, save_checkpoint() on rank 0):
+// the run directory (a new one is named and made now; a data-parallel job's ranks take rank 0's)
+// and the checkpointer in it. Called again, it does nothing new.
+template <class S>
+void open_record(S& s, bool collective) {
+  if (s.writes_records()) {
+    if (s.m_new_record && s.m_run_dir.empty())
+      s.m_run_dir = detail::make_run_directory(s.m_kw.run_dir.value, detail::run_stem(program_key<typename S::experiment_type>()));
     std::error_code ec;
-    if (s.writes_records()) std::filesystem::create_directories(s.m_run_dir, ec);
+    if (!s.m_run_dir.empty()) std::filesystem::create_directories(s.m_run_dir, ec);
     if (ec)
       throw error("E-REC-004", "cannot create the run directory '" + s.m_run_dir.string() + "' (" + ec.message() + ")",
                   "pass a writable run_dir or run_ref");
-  } else if (checkpoint_policy_given(s)) {
-    if (s.writes_records()) s.m_run_dir = detail::make_run_directory(s.m_kw.run_dir.value, detail::run_stem(program_key<typename S::experiment_type>()));
-    if (s.m_dist) {  // rank 0's new directory is every rank's (restore_best reads its checkpoints)
-      std::string d = s.m_run_dir.string();
-      dist::broadcast_string(*s.m_dist, d, "the run directory");
-      s.m_run_dir = d;
-    }
   }
+  if (collective && s.m_dist && s.m_new_record) {  // rank 0's new directory is every rank's (restore_best reads its checkpoints)
+    std::string d = s.m_run_dir.string();
+    dist::broadcast_string(*s.m_dist, d, "the run directory");
+    s.m_run_dir = d;
+  }
+  if (s.m_ckpt || !s.writes_records()) return;  // rank 0 writes the checkpoints
+  if (auto policy = checkpoint_policy_kept(s)) s.m_ckpt.emplace(s.m_run_dir / "checkpoints", std::move(*policy));
 }
 
 // An EMA in the file (ema.<keypath>) is kept for the run's EMA when load_ema (default true).
@@ -104,19 +128,10 @@ void resume_from(S& s, resume_ref const& ref) {
                                      info.extra["monitor_best_step"].get<std::int64_t>(), info.extra["monitor_wait"].get<int>()};
 }
 
-// The checkpointer, then the weights the run starts from, then a resume: what the handle reads
-// before its first step.
+// The weights the run starts from, then a resume: what the handle reads before its first step.
 template <class S>
 void setup(S& s) {
-  // the checkpointer: its monitor defaults to the run's monitor keyword
-  if (auto policy = checkpoint_policy_of(s); policy && s.writes_records()) {  // rank 0 writes the checkpoints
-    checkpoint_policy p = std::move(*policy);
-    if (p.monitor.empty()) {
-      p.monitor = s.m_kw.monitor.value.qualified();
-      p.mode = s.m_kw.monitor.value.mode;
-    }
-    s.m_ckpt.emplace(s.m_run_dir / "checkpoints", std::move(p));
-  }
+  if (auto policy = checkpoint_policy_kept(s)) policy->validate();  // a bad policy is refused at construction, before the record opens
   // weights (or `checkpoint = path`, its deprecated spelling: W-CKPT-001)
   using W = std::remove_cvref_t<decltype(s.m_kw.weights.value)>;
   if constexpr (!std::is_same_v<W, not_given>) {
@@ -189,6 +204,7 @@ void write(S& s) {
 template <class S>
 void save(S& s) {
   if (!s.writes_records()) return;  // rank 0 writes it
+  open_record(s, false);
   if (!s.m_ckpt)
     throw error("E-CKPT-017", "save_checkpoint() on a handle without a checkpointer",
                 "pass nitro::kw::checkpointer = nitro::checkpoint_policy{...}");

@@ -69,6 +69,7 @@ void note_diagnostics(S& s) {
 // and what a weights or resume file brought (the EMA, the monitor's best).
 template <class S>
 void begin_run(S& s, train_options const& opt, std::int64_t steps_per_epoch, std::int64_t horizon, std::string binding_report) {
+  handle_ckpt::open_record(s, true);  // every rank: the record's folder and checkpointer, made on the first write
   run_info info;
   info.experiment = program_key<typename S::experiment_type>();
   info.binding_report = std::move(binding_report);
