@@ -126,7 +126,7 @@ for lib in cudnn nccl; do
       export LD_LIBRARY_PATH=$d/lib:${LD_LIBRARY_PATH:-}
       echo "$lib from the Python wheel at $d"
     else
-      echo "$lib: not found (its tests will say SKIPPED)"
+      echo "$lib: not found (test_gpu reports its cases as skipped)"
     fi
   fi
 done
