@@ -1,5 +1,5 @@
 // A knob declared twice in knobs(): E-KNOB-001, naming the experiment and the knob.
-// EXPECT: knob_declared_twice<Exp, nitro::knob_name<'l', 'r'>
+// EXPECT: knob_declared_twice<Exp, nitro::knob_name<nitro::fixed_string<2>{"lr"}>
 // EXPECT: E-KNOB-001
 #include <nitro/core/reflect.hpp>
 #include <nitro/knobs/declarations.hpp>

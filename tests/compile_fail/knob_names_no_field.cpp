@@ -1,5 +1,5 @@
 // A knob that names neither a field nor a run keyword: E-KNOB-002.
-// EXPECT: knob_names_no_field<Exp, nitro::knob_name<'l', 'r', 'r'>
+// EXPECT: knob_names_no_field<Exp, nitro::knob_name<nitro::fixed_string<3>{"lrr"}>
 // EXPECT: E-KNOB-002
 #include <nitro/core/reflect.hpp>
 #include <nitro/knobs/declarations.hpp>

@@ -1,5 +1,5 @@
 // A variant value of another kind than its knob (a string for a number): E-KNOB-007.
-// EXPECT: knob_value_does_not_fit<Exp, nitro::variant_name<'f', 'a', 's', 't'>, nitro::knob_name<'l', 'r'>, nitro::given<std::.*string_view
+// EXPECT: knob_value_does_not_fit<Exp, nitro::variant_name<nitro::fixed_string<4>{"fast"}>, nitro::knob_name<nitro::fixed_string<2>{"lr"}>, nitro::given<std::.*string_view
 // EXPECT: E-KNOB-007
 #include <nitro/core/reflect.hpp>
 #include <nitro/knobs/declarations.hpp>

@@ -1,5 +1,5 @@
 // no_decay (and no_perturb, adaptive_perturb) take (keypath, tensor) and return bool.
-// EXPECT: leaf_hook_must_return_bool<nitro::hook::no_decay, nitro::str<'l', 'a', 'y', 'e', 'r', '_', '[12]', '.', '[wb]', '[ei]', '[ia]', '[gs]'
+// EXPECT: leaf_hook_must_return_bool<nitro::hook::no_decay, nitro::str<nitro::fixed_string<1[24]>{"layer_[12][.](weight|bias)"}>
 // EXPECT: E-OPT-005
 #include "optim_common.hpp"
 

@@ -1,5 +1,5 @@
 // optimizer() must return a rule.
-// EXPECT: optimizer_must_return_a_rule<nitro::hook::optimizer, nitro::str<'d', 'e', 'f', 'a', 'u', 'l', 't'>, nitro::returned<double> ?>
+// EXPECT: optimizer_must_return_a_rule<nitro::hook::optimizer, nitro::str<nitro::fixed_string<7>{"default"}>, nitro::returned<double> ?>
 // EXPECT: E-OPT-003
 #include "optim_common.hpp"
 

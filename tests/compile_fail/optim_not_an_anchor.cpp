@@ -1,5 +1,5 @@
 // decay_anchor must return an anchor.
-// EXPECT: decay_anchor_must_return_an_anchor<nitro::hook::decay_anchor, nitro::str<'h', 'e', 'a', 'd'>, nitro::returned<int> ?>
+// EXPECT: decay_anchor_must_return_an_anchor<nitro::hook::decay_anchor, nitro::str<nitro::fixed_string<4>{"head"}>, nitro::returned<int> ?>
 // EXPECT: E-OPT-004
 #include "optim_common.hpp"
 

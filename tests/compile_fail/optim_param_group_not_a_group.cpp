@@ -1,5 +1,5 @@
 // param_group must return a group tag: the leaf and what came back are named.
-// EXPECT: param_group_must_return_a_group<nitro::str<'l', 'a', 'y', 'e', 'r', '_', '1', '.', 'w', 'e', 'i', 'g', 'h', 't'>, nitro::returned<(const )?char ?\*>
+// EXPECT: param_group_must_return_a_group<nitro::str<nitro::fixed_string<14>{"layer_1.weight"}>, nitro::returned<(const )?char ?\*>
 // EXPECT: E-OPT-002
 #include "optim_common.hpp"
 

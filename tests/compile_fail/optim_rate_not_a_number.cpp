@@ -1,5 +1,5 @@
 // learning_rate(group) and lambda(group) return numbers.
-// EXPECT: rate_hook_must_return_a_number<nitro::hook::lambda, nitro::str<'d', 'e', 'f', 'a', 'u', 'l', 't'>, nitro::returned<
+// EXPECT: rate_hook_must_return_a_number<nitro::hook::lambda, nitro::str<nitro::fixed_string<7>{"default"}>, nitro::returned<
 // EXPECT: E-OPT-006
 #include "optim_common.hpp"
 

@@ -1,6 +1,6 @@
 // A per-group hook written for a group param_group does not produce: the misspelt group and the
 // groups there are, both spelled out.
-// EXPECT: per_group_hook_names_unknown_group<nitro::hook::learning_rate, nitro::str<'e', 'n', 'c', 'o', 'd', 'r'>, nitro::param_group_produces<nitro::str<'e', 'n', 'c', 'o', 'd', 'e', 'r'>, nitro::str<'h', 'e', 'a', 'd'> ?> ?>
+// EXPECT: per_group_hook_names_unknown_group<nitro::hook::learning_rate, nitro::str<nitro::fixed_string<6>{"encodr"}>, nitro::param_group_produces<nitro::str<nitro::fixed_string<7>{"encoder"}>, nitro::str<nitro::fixed_string<4>{"head"}> ?> ?>
 // EXPECT: E-OPT-001
 #include "optim_common.hpp"
 

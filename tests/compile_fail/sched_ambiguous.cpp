@@ -1,5 +1,5 @@
 // A bare key that names a rule field (lambda, every group's decay) and a Device field (e.lambda).
-// EXPECT: schedule_key_is_ambiguous<nitro::str<'l', 'a', 'm', 'b', 'd', 'a'>, nitro::qualified_forms<nitro::str<'o', 'p', 't', '.', 'l', 'a', 'm', 'b', 'd', 'a'>, nitro::str<'d', 'e', 'v', 'i', 'c', 'e', '.', 'l', 'a', 'm', 'b', 'd', 'a'> ?> ?>
+// EXPECT: schedule_key_is_ambiguous<nitro::str<nitro::fixed_string<6>{"lambda"}>, nitro::qualified_forms<nitro::str<nitro::fixed_string<10>{"opt.lambda"}>, nitro::str<nitro::fixed_string<13>{"device.lambda"}> ?> ?>
 // EXPECT: E-SCHED-001
 #include "optim_common.hpp"
 

@@ -1,6 +1,6 @@
 // A Host field is in neither namespace: the key matches nothing; both namespaces are listed.
-// EXPECT: schedule_key_matches_nothing<nitro::str<'l', 'r'>, nitro::opt_fields<nitro::str<'e', 't', 'a'>, nitro::str<'l', 'a', 'm', 'b', 'd', 'a'>, nitro::str<'m', 'o', 'm', 'e', 'n', 't', 'u', 'm'>
-// EXPECT: nitro::device_fields<nitro::str<'s', 'm', 'o', 'o', 't', 'h', 'i', 'n', 'g'>, nitro::str<'l', 'a', 'm', 'b', 'd', 'a'> ?> ?>
+// EXPECT: schedule_key_matches_nothing<nitro::str<nitro::fixed_string<2>{"lr"}>, nitro::opt_fields<nitro::str<nitro::fixed_string<3>{"eta"}>, nitro::str<nitro::fixed_string<6>{"lambda"}>, nitro::str<nitro::fixed_string<8>{"momentum"}>
+// EXPECT: nitro::device_fields<nitro::str<nitro::fixed_string<9>{"smoothing"}>, nitro::str<nitro::fixed_string<6>{"lambda"}> ?> ?>
 // EXPECT: E-SCHED-002
 #include "optim_common.hpp"
 

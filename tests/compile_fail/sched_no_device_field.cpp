@@ -1,5 +1,5 @@
 // A device.* key naming no field of the experiment.
-// EXPECT: schedule_key_names_no_device_field<nitro::str<'d', 'e', 'v', 'i', 'c', 'e', '.', 's', 'm', 'o', 'o', 't', 'h', 'i', 'n'>, nitro::device_fields<nitro::str<'s', 'm', 'o', 'o', 't', 'h', 'i', 'n', 'g'>, nitro::str<'l', 'a', 'm', 'b', 'd', 'a'> ?> ?>
+// EXPECT: schedule_key_names_no_device_field<nitro::str<nitro::fixed_string<15>{"device.smoothin"}>, nitro::device_fields<nitro::str<nitro::fixed_string<9>{"smoothing"}>, nitro::str<nitro::fixed_string<6>{"lambda"}> ?> ?>
 // EXPECT: E-SCHED-005
 #include "optim_common.hpp"
 

@@ -1,5 +1,5 @@
 // A schedule is a number or a factory of the horizon.
-// EXPECT: schedule_is_not_a_factory<nitro::str<'e', 't', 'a'>, nitro::returned<
+// EXPECT: schedule_is_not_a_factory<nitro::str<nitro::fixed_string<3>{"eta"}>, nitro::returned<
 // EXPECT: E-SCHED-007
 #include "optim_common.hpp"
 

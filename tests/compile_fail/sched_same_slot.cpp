@@ -1,5 +1,5 @@
 // Two keys for one slot: eta and opt.eta are the same rule field.
-// EXPECT: schedule_keys_bind_the_same_slot<nitro::str<'e', 't', 'a'>, nitro::str<'o', 'p', 't', '.', 'e', 't', 'a'> ?>
+// EXPECT: schedule_keys_bind_the_same_slot<nitro::str<nitro::fixed_string<3>{"eta"}>, nitro::str<nitro::fixed_string<7>{"opt.eta"}> ?>
 // EXPECT: E-SCHED-006
 #include "optim_common.hpp"
 

@@ -1,5 +1,5 @@
 // A path-bound key naming a group param_group does not produce.
-// EXPECT: schedule_key_names_unknown_group<nitro::str<'o', 'p', 't', '.', 'e', 'n', 'c', 'o', 'd', 'r', '.', 'e', 't', 'a'>, nitro::param_group_produces<nitro::str<'e', 'n', 'c', 'o', 'd', 'e', 'r'>, nitro::str<'h', 'e', 'a', 'd'> ?> ?>
+// EXPECT: schedule_key_names_unknown_group<nitro::str<nitro::fixed_string<14>{"opt.encodr.eta"}>, nitro::param_group_produces<nitro::str<nitro::fixed_string<7>{"encoder"}>, nitro::str<nitro::fixed_string<4>{"head"}> ?> ?>
 // EXPECT: E-SCHED-003
 #include "optim_common.hpp"
 

@@ -1,5 +1,5 @@
 // A sweep whose base variant is not declared: E-KNOB-004, naming the sweep and the variant.
-// EXPECT: sweep_base_variant_undeclared<Exp, nitro::sweep_name<'d', 'e', 'e', 'p'>, nitro::variant_name<'s', 'm', 'a', 'l'>
+// EXPECT: sweep_base_variant_undeclared<Exp, nitro::sweep_name<nitro::fixed_string<4>{"deep"}>, nitro::variant_name<nitro::fixed_string<4>{"smal"}>
 // EXPECT: E-KNOB-004
 #include <nitro/core/reflect.hpp>
 #include <nitro/knobs/declarations.hpp>

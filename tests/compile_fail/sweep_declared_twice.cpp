@@ -1,5 +1,5 @@
 // Two sweeps of one name: E-KNOB-008.
-// EXPECT: sweep_declared_twice<Exp, nitro::sweep_name<'s', 'e', 'e', 'd', 's'>
+// EXPECT: sweep_declared_twice<Exp, nitro::sweep_name<nitro::fixed_string<5>{"seeds"}>
 // EXPECT: E-KNOB-008
 #include <nitro/core/reflect.hpp>
 #include <nitro/knobs/declarations.hpp>

@@ -1,5 +1,5 @@
 // A sweep axis over a knob knobs() does not declare: E-KNOB-003 (seed is declared in every experiment).
-// EXPECT: sweep_sets_undeclared_knob<Exp, nitro::sweep_name<'g', 'r', 'i', 'd'>, nitro::knob_name<'w', 'd'>
+// EXPECT: sweep_sets_undeclared_knob<Exp, nitro::sweep_name<nitro::fixed_string<4>{"grid"}>, nitro::knob_name<nitro::fixed_string<2>{"wd"}>
 // EXPECT: E-KNOB-003
 #include <nitro/core/reflect.hpp>
 #include <nitro/knobs/declarations.hpp>

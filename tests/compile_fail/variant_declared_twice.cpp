@@ -1,5 +1,5 @@
 // Two variants of one name: E-KNOB-006 (variants do not compose; the second would shadow the first).
-// EXPECT: variant_declared_twice<Exp, nitro::variant_name<'s', 'm', 'o', 'k', 'e'>
+// EXPECT: variant_declared_twice<Exp, nitro::variant_name<nitro::fixed_string<5>{"smoke"}>
 // EXPECT: E-KNOB-006
 #include <nitro/core/reflect.hpp>
 #include <nitro/knobs/declarations.hpp>

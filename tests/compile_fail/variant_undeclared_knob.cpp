@@ -1,5 +1,5 @@
 // A variant that sets a knob knobs() does not declare: E-KNOB-003, naming the variant and the knob.
-// EXPECT: variant_sets_undeclared_knob<Exp, nitro::variant_name<'s', 'm', 'a', 'l', 'l'>, nitro::knob_name<'l', 'y', 'r', 's'>
+// EXPECT: variant_sets_undeclared_knob<Exp, nitro::variant_name<nitro::fixed_string<5>{"small"}>, nitro::knob_name<nitro::fixed_string<4>{"lyrs"}>
 // EXPECT: E-KNOB-003
 #include <nitro/core/reflect.hpp>
 #include <nitro/knobs/declarations.hpp>

@@ -7,7 +7,13 @@ A code is *raised* where a string literal starts with it: `error("E-CKPT-017", .
 `static_assert(..., "E-BIND-001: ...")` at compile time. A code is *documented* by a table row of
 docs/errors.md that starts with it (`| E-CKPT-017 | ...`) or with a range (`| E-SHAPE-001..011 |`).
 Every raised code must be documented; every documented code must be raised somewhere, or its row
-must begin its description with `reserved` (a code once used is never given a new meaning). Exit 1 with the list of what is missing on either side.
+must begin its description with `reserved` (a code once used is never given a new meaning).
+
+Every static_assert in the headers carries a code and a fix, so the first error a user reads is a
+coded sentence: its message starts with the code, or it is `static_assert(checks_evaluated<...>)`
+(which cannot fail: the checks it forces print coded diagnostics of their own), or its message
+starts with `nitro invariant:` (nitro's own assumption, which no user's code can break), or it is the
+`static_assert(true, "")` a macro ends with. Exit 1 with the list of what is missing on either side.
 """
 import pathlib
 import re
@@ -18,14 +24,49 @@ ROW = re.compile(r'^\|\s*(E-[A-Z]+)-(\d{3})(?:\.\.(\d{3}))?\s*\|(.*)$')
 SOURCES = (".hpp", ".cuh", ".cu", ".cpp", ".h")
 
 
+def static_asserts(text):
+    """(line, body) of every static_assert( ... ) outside comments, strings skipped while matching."""
+    for m in re.finditer(r"\bstatic_assert\s*\(", text):
+        start = text.rfind("\n", 0, m.start()) + 1
+        if "//" in text[start:m.start()]:
+            continue
+        i, depth = m.end(), 1
+        while depth and i < len(text):
+            c = text[i]
+            if c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+            elif c == '"':
+                i += 1
+                while i < len(text) and text[i] != '"':
+                    i += 2 if text[i] == "\\" else 1
+            i += 1
+        yield text.count("\n", 0, m.start()) + 1, text[m.end():i - 1]
+
+
+def uncoded_static_asserts(path, text):
+    for line, body in static_asserts(text):
+        flat = " ".join(body.split())
+        if flat.startswith("checks_evaluated<") or flat == 'true, ""':
+            continue
+        message = re.search(r',\s*"(.*)', flat)
+        if message and (re.match(r"[EW]-[A-Z]+-\d{3}: .*Fix: ", message.group(1)) or message.group(1).startswith("nitro invariant:")):
+            continue
+        yield f"{path}:{line}: a static_assert without a code and a fix: {flat[:100]}. Fix: start its message with a code (E-ROOM-NNN: ... Fix: ...)"
+
+
 def main(errors_md, dirs):
-    raised = {}
+    raised, uncoded = {}, []
     for d in dirs:
         for p in sorted(pathlib.Path(d).rglob("*")):
             if p.suffix in SOURCES and p.is_file():
-                for n, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+                text = p.read_text(encoding="utf-8", errors="replace")
+                for n, line in enumerate(text.splitlines(), 1):
                     for code in RAISED.findall(line):
                         raised.setdefault(code, f"{p}:{n}")
+                if p.suffix in (".hpp", ".cuh", ".h"):
+                    uncoded.extend(uncoded_static_asserts(p, text))
     documented, reserved = {}, set()
     for n, line in enumerate(pathlib.Path(errors_md).read_text(encoding="utf-8").splitlines(), 1):
         m = ROW.match(line)
@@ -37,7 +78,7 @@ def main(errors_md, dirs):
             documented.setdefault(code, n)
             if re.match(r"\s*reserved\b", rest, re.I):  # the description cell says so
                 reserved.add(code)
-    bad = []
+    bad = list(uncoded)
     for code, where in sorted(raised.items()):
         if code not in documented:
             bad.append(f"{where}: {code} is raised but not documented. Fix: add a row for it to {errors_md}")

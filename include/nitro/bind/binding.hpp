@@ -65,6 +65,10 @@ template <class P>
 struct first_param_or_none { using type = void; };
 }  // namespace detail
 
+// forward's outputs when forward could not be bound (its coded error is printed): the hooks after it
+// are then not compared with it, which would only add errors that say the same.
+struct no_outputs {};
+
 template <class E, class Batch, class Model, class Ps, class St>
 struct binding {
   using experiment = E;
@@ -75,14 +79,16 @@ struct binding {
   static constexpr auto forward_result_type() {
     if constexpr (!has_forward) {
       (void)required_hook_missing<hook::forward, E>::ok;
-      return std::type_identity<std::pair<int, St>>{};
+      return std::type_identity<std::pair<no_outputs, St>>{};
+    } else if constexpr (!input_binds<hook::forward, forward_input, Batch>()) {  // named before forward's body is compiled
+      return std::type_identity<std::pair<no_outputs, St>>{};
     } else {
       using R = std::remove_cvref_t<decltype(call_hook<hook::forward>(std::declval<E const&>(), std::declval<Batch const&>(),
                                                                       std::declval<Model const&>(), std::declval<Ps const&>(),
                                                                       std::declval<St const&>()))>;
       if constexpr (!detail::is_pair_like<R>::value) {
         (void)forward_must_return_pair<hook::forward, returns<R>>::ok;
-        return std::type_identity<std::pair<int, St>>{};
+        return std::type_identity<std::pair<no_outputs, St>>{};
       } else {
         return std::type_identity<R>{};
       }
@@ -100,7 +106,7 @@ struct binding {
   // A consumer hook that exists but cannot take `outputs` is named with what it expects.
   template <class H>
   static constexpr bool consumer_fits() {
-    if constexpr (!H::template present<E>) return true;
+    if constexpr (!H::template present<E> || std::is_same_v<outputs, no_outputs>) return true;
     else if constexpr (hook_input<H, E, Batch, outputs>::kind != hook_input_kind::absent) {
       using In = hook_input<H, E, Batch, outputs>;
       if constexpr (In::kind == hook_input_kind::fields) {
@@ -121,8 +127,11 @@ struct binding {
         return hook_output_mismatch<hook::forward, returns<outputs>, H, expects<void>>::ok;
     }
   }
-  static constexpr bool loss_fits = consumer_fits<hook::loss>();
-  static constexpr bool metrics_fits = consumer_fits<hook::metrics>();
+  // forward bound: it exists, its fields bind, it returns (outputs, st_new)
+  static constexpr bool forward_fits = !std::is_same_v<outputs, no_outputs>;
+  // loss and metrics bind from the batch and take outputs: checked before either body is compiled
+  static constexpr bool loss_fits = input_binds<hook::loss, loss_input, Batch>() && consumer_fits<hook::loss>();
+  static constexpr bool metrics_fits = input_binds<hook::metrics, metrics_input, Batch>() && consumer_fits<hook::metrics>();
 
   // The transfer set: a batch field moves to the device only if some hook declares it.
   template <class Key>

@@ -29,6 +29,8 @@ template <auto Member> struct missing {};
 template <auto... Members> struct batch_has {};
 template <auto Member> struct hook_field {};
 template <auto Member> struct batch_field {};
+template <class T> struct declared_as {};   // the hook field's type
+template <class T> struct batch_gives {};   // the batch field's type
 template <class T> struct hook_input_type {};
 
 template <class Hook, class Missing, class Has>
@@ -47,11 +49,12 @@ struct hook_input_not_a_struct {
                 "Fix: declare it with BOOST_HANA_DEFINE_STRUCT(Name, (nitro::Tensor, img), ...).");
   static constexpr bool ok = false;
 };
-template <class Hook, class HookField, class BatchField>
+template <class Hook, class HookField, class BatchField, class Declared, class Given>
 struct binding_type_mismatch {
   static_assert(always_false<Hook, HookField, BatchField>,
-                "E-BIND-005: a hook's input field and the batch field of the same name have types that do "
-                "not convert. Fix: declare the hook's field with the batch field's type.");
+                "E-BIND-005: a hook's input field (hook_field, declared_as its type) and the batch field of the same name "
+                "(batch_field, batch_gives its type) have types that do not convert. Fix: declare the hook's field with "
+                "the batch field's type.");
   static constexpr bool ok = false;
 };
 
@@ -104,26 +107,36 @@ constexpr auto batch_fields_of(std::index_sequence<I...>) {
 template <class T> struct optional_inner { using type = T; static constexpr bool is_optional = false; };
 template <class T> struct optional_inner<std::optional<T>> { using type = T; static constexpr bool is_optional = true; };
 
+// Whether member I of hook H's input struct In binds from batch type B: the batch has the field
+// (or the member is a std::optional keyword) with a type that converts. The diagnostics name the
+// hook, the field and both types (E-BIND-001, E-BIND-005).
+template <class Hook, class In, std::size_t I, class B>
+constexpr bool member_binds() {
+  using Key = key_at<In, I>;
+  using Acc = accessor_at<In, I>;
+  using Member = std::remove_cvref_t<decltype(Acc{}(std::declval<In&>()))>;
+  using Inner = optional_inner<Member>;
+  if constexpr (struct_has_key<B, Key>) {
+    using BAcc = accessor_at<B, key_index<B, Key>>;
+    using Source = decltype(BAcc{}(std::declval<B const&>()));
+    if constexpr (std::is_convertible_v<Source, typename Inner::type>) return true;
+    else
+      return binding_type_mismatch<Hook, hook_field<accessor_member_ptr<Acc>::value>, batch_field<accessor_member_ptr<BAcc>::value>,
+                                   declared_as<Member>, batch_gives<std::remove_cvref_t<Source>>>::ok;
+  } else if constexpr (!Inner::is_optional) {
+    return binding_error<Hook, missing<accessor_member_ptr<Acc>::value>, decltype(batch_fields_of<B>(std::make_index_sequence<member_count<B>>{}))>::ok;
+  } else {
+    return true;
+  }
+}
+
 template <class Hook, class In, std::size_t I, class Batch>
 void fill_member(In& in, Batch&& batch) {
   using B = std::remove_cvref_t<Batch>;
   using Key = key_at<In, I>;
   using Acc = accessor_at<In, I>;
-  using Member = std::remove_cvref_t<decltype(Acc{}(in))>;
-  using Inner = optional_inner<Member>;
-  if constexpr (struct_has_key<B, Key>) {
-    constexpr std::size_t J = key_index<B, Key>;
-    using BAcc = accessor_at<B, J>;
-    using Source = decltype(BAcc{}(std::forward<Batch>(batch)));
-    if constexpr (std::is_convertible_v<Source, typename Inner::type>) {
-      Acc{}(in) = BAcc{}(std::forward<Batch>(batch));
-    } else {
-      (void)binding_type_mismatch<Hook, hook_field<accessor_member_ptr<Acc>::value>,
-                                  batch_field<accessor_member_ptr<BAcc>::value>>::ok;
-    }
-  } else if constexpr (!Inner::is_optional) {
-    (void)binding_error<Hook, missing<accessor_member_ptr<Acc>::value>,
-                        decltype(batch_fields_of<B>(std::make_index_sequence<member_count<B>>{}))>::ok;
+  if constexpr (member_binds<Hook, In, I, B>()) {  // else the binding has named the field already (the same diagnostic)
+    if constexpr (struct_has_key<B, Key>) Acc{}(in) = accessor_at<B, key_index<B, Key>>{}(std::forward<Batch>(batch));
   }
 }
 
@@ -148,6 +161,20 @@ In bind_input(Batch&& batch) {
   }
 }
 
+// Does every field hook H's input (resolved by hook_input) declares bind from batch type B? The
+// binding asks before any hook's body is instantiated, so a missing or mistyped field is the first
+// error, not whatever the hook's body makes of it.
+template <class Hook, class HookInput, class B>
+constexpr bool input_binds() {
+  if constexpr (HookInput::kind != hook_input_kind::fields) return true;
+  else if constexpr (!is_hana_struct_v<typename HookInput::input>) return true;  // bind_input names it (hook_input_not_a_struct)
+  else {
+    using In = typename HookInput::input;
+    return []<std::size_t... I>(std::index_sequence<I...>) { return (detail::member_binds<Hook, In, I, B>() && ...); }(
+        std::make_index_sequence<detail::member_count<In>>{});
+  }
+}
+
 // Does the input of a hook (resolved by hook_input) declare the batch field `Key`?
 template <class HookInput, class Key>
 constexpr bool declares_field() noexcept {
@@ -166,7 +193,7 @@ decltype(auto) call_hook(E&& e, Batch&& batch, Lead&&... lead) {
   if constexpr (R::kind == hook_input_kind::whole_batch) {
     return Hook::call(std::forward<E>(e), std::forward<Lead>(lead)..., std::forward<Batch>(batch));
   } else {
-    static_assert(R::kind == hook_input_kind::fields, "nitro: call_hook on a hook the experiment does not define");
+    static_assert(R::kind == hook_input_kind::fields, "E-BIND-011: call_hook names a hook the experiment does not define. Fix: define the hook, or call only the hooks it has.");
     return Hook::call(std::forward<E>(e), std::forward<Lead>(lead)...,
                       bind_input<Hook, typename R::input>(std::forward<Batch>(batch)));
   }

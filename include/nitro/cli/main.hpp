@@ -41,7 +41,7 @@ namespace nitro::cli {
 
 template <class... Programs>
 class app {
-  static_assert(sizeof...(Programs) >= 1, "nitro::main<Programs...>: name at least one experiment type");
+  static_assert(sizeof...(Programs) >= 1, "E-CLI-011: nitro::main<Programs...> names no experiment. Fix: nitro::main<FashionMLP<128>, FashionMLP<256>>(argc, argv).");
 
  public:
   static catalog const& cat() {
@@ -54,8 +54,12 @@ class app {
   static auto with_program(std::size_t i, F&& f) {
     using R = decltype(f(std::type_identity<first_program>{}));
     std::optional<R> r;
-    std::size_t k = 0;
-    ((k++ == i && !r ? (void)(r.emplace(f(std::type_identity<Programs>{}))) : (void)0), ...);
+    if constexpr (!first_binds) {  // its coded errors are printed; the others would repeat them
+      r.emplace(f(std::type_identity<first_program>{}));
+    } else {
+      std::size_t k = 0;
+      ((k++ == i && !r ? (void)(r.emplace(f(std::type_identity<Programs>{}))) : (void)0), ...);
+    }
     return std::move(*r);
   }
 
@@ -85,6 +89,13 @@ class app {
 
  private:
   using first_program = std::tuple_element_t<0, std::tuple<Programs...>>;
+  // Do the first program's keywords and hooks bind? The programs differ only in GraphConst values,
+  // so a mistake there is every program's: then only the first is compiled, and it is told once.
+  static constexpr bool first_binds = [] {
+    if constexpr (!declarations<first_program>::ok) return false;  // its knobs, variants, sweeps
+    else return program<first_program>::handle_type::binds;
+  }();
+  static_assert(checks_evaluated<first_binds>);  // asked here, so the diagnostics come a few frames from the user's line
 
   static std::string default_run_dir(parsed_args const& a) {
     if (a.run_dir) return *a.run_dir;

@@ -30,6 +30,16 @@ struct fixed_string {
 template <std::size_t N>
 fixed_string(char const (&)[N]) -> fixed_string<N - 1>;
 
+// How a compile-time name reads in a diagnostic. g++ (and nvcc's host pass) print a fixed_string
+// template argument as text — `nitro::str<nitro::fixed_string<3>{"eta"}>` — so there names are
+// fixed_string arguments; clang 14 prints one as character codes (`{{101, 116, 97, 0}}`), so there
+// names are packs of characters, which it prints as `nitro::str<nitro::fixed_string<3>{"eta"}>`.
+#if defined(__clang__)
+#define NITRO_DETAIL_NAMES_AS_CHARS 1
+#else
+#define NITRO_DETAIL_NAMES_AS_CHARS 0
+#endif
+
 // a + sep + b, evaluated by the compiler: keypaths are joined this way ("layer_1" "." "weight").
 template <std::size_t A, std::size_t B>
 constexpr fixed_string<A + B + 1> join(fixed_string<A> const& a, char sep, fixed_string<B> const& b) noexcept {

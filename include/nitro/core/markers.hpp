@@ -17,7 +17,7 @@ namespace nitro {
 template <class T, T V>
 struct GraphConst {
   static_assert(std::is_integral_v<T> || std::is_enum_v<T>,
-                "nitro::GraphConst<T, V>: T must be an integral or enum type (its value is a template argument)");
+                "E-MARK-006: nitro::GraphConst<T, V> holds a template argument, so T must be an integral or enum type. Fix: use int, std::int64_t, bool or an enum.");
   using value_type = T;
   static constexpr T value = V;
   constexpr operator T() const noexcept { return V; }  // NOLINT: reads like the value it is
@@ -35,7 +35,7 @@ template <class T> inline constexpr bool is_graph_const_v = is_graph_const<std::
 // bound field is unbound and holds the value it had.
 template <class T>
 class Device {
-  static_assert(std::is_arithmetic_v<T>, "nitro::Device<T> is one device scalar: T must be arithmetic");
+  static_assert(std::is_arithmetic_v<T>, "E-MARK-007: nitro::Device<T> is one device scalar, so T must be arithmetic. Fix: nitro::Device<float>, nitro::Device<int>, ...; keep other values Host fields.");
 
  public:
   using value_type = T;

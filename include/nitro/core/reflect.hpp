@@ -185,7 +185,7 @@ struct experiment_traits {
 // Calls f(field_desc<...>{}) for every adapted field, in the order NITRO_EXPERIMENT lists them.
 template <experiment E, class F>
 constexpr void for_each_field(F&& f) {
-  static_assert(experiment_traits<E>::complete);
+  static_assert(checks_evaluated<experiment_traits<E>::complete>);  // E-REFL-001..003 name what is wrong
   [&]<class... D>(detail::type_list<D...>) { (f(D{}), ...); }(typename experiment_traits<E>::fields{});
 }
 

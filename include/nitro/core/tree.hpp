@@ -93,20 +93,20 @@ constexpr void visit_leaf_types(F& f) {
 // f(keypath<"layer_1.weight">{}, leaf) for every leaf, depth first, in declaration order.
 template <class Tree, class F>
 constexpr void for_each_leaf(Tree&& t, F&& f) {
-  static_assert(is_tree_v<Tree>, "nitro::for_each_leaf(t, f): t must be a nitro::tree");
+  static_assert(is_tree_v<Tree>, "E-TREE-001: nitro::for_each_leaf(t, f) walks a nitro::tree, and t is not one. Fix: pass ps, st or another tree of tensors.");
   detail::visit_leaves<fixed_string<0>{}>(f, t);
 }
 // The same over two trees of one structure: f(keypath, a_leaf, b_leaf).
 template <class A, class B, class F>
 constexpr void for_each_leaf2(A&& a, B&& b, F&& f) {
   static_assert(std::is_same_v<std::remove_cvref_t<A>, std::remove_cvref_t<B>>,
-                "nitro::for_each_leaf2(a, b, f): a and b must be trees of the same type");
+                "E-TREE-002: nitro::for_each_leaf2(a, b, f) walks two trees of the same type, and a and b differ. Fix: pass trees of one spec (e.g. ps and its gradient).");
   detail::visit_leaves<fixed_string<0>{}>(f, a, b);
 }
 // f(keypath<...>{}, std::type_identity<Leaf>{}) for every leaf type: no object needed.
 template <class Tree, class F>
 constexpr void for_each_leaf_type(F&& f) {
-  static_assert(is_tree_v<Tree>, "nitro::for_each_leaf_type<Tree>(f): Tree must be a nitro::tree");
+  static_assert(is_tree_v<Tree>, "E-TREE-003: nitro::for_each_leaf_type<Tree>(f) walks a nitro::tree type, and Tree is not one. Fix: name a tree type such as the model's ps_type.");
   detail::visit_leaf_types<fixed_string<0>{}, Tree>(f);
 }
 

@@ -288,7 +288,7 @@ void average_store(replicas& r, Store& s, std::string_view what) {
 // Rank 0's copy to every rank.
 template <class T>
 void broadcast_value(replicas& r, T& v, std::string_view what) {
-  static_assert(std::is_trivially_copyable_v<T>, "nitro::dist::broadcast_value: T must be trivially copyable");
+  static_assert(std::is_trivially_copyable_v<T>, "E-DIST-015: nitro::dist::broadcast_value sends raw bytes, so T must be trivially copyable. Fix: broadcast a number or a plain struct; strings have broadcast_string.");
   r.broadcast(&v, sizeof(T), what);
 }
 template <class Store>

@@ -44,8 +44,8 @@ class metric_totals {
   // One batch of the metrics hook's reducers.
   template <class X>
   void add(X const& m) {
-    static_assert(std::is_same_v<X, M>, "nitro::dist::metric_totals<M>::add takes the metrics struct M it was declared for");
-    static_assert(nitro::detail::check_metrics_struct<M>());
+    static_assert(std::is_same_v<X, M>, "E-METRIC-010: nitro::dist::metric_totals<M>::add takes the metrics struct M it was declared for. Fix: add the struct the metrics hook returns.");
+    static_assert(checks_evaluated<nitro::detail::check_metrics_struct<M>()>);
     if (!m_laid_out) layout();
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (add_member(m_first + nitro::detail::slot_offset<M, I>, nitro::detail::accessor_at<M, I>{}(m)), ...);

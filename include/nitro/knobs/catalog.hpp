@@ -204,17 +204,18 @@ constexpr bool check_program_pair() {
   }
 }
 
+// The first program's declarations are every program's: a mistake in them is told once, for it.
 template <class P0, class... P>
 constexpr bool check_programs() {
-  return (declarations<P0>::ok && ... && declarations<P>::ok) && (check_program_pair<P0, P>() && ... && true);
+  if constexpr (!declarations<P0>::ok) return false;
+  else return ((declarations<P>::ok && check_program_pair<P0, P>()) && ... && true);
 }
 
 }  // namespace detail
 
-// The catalog of nitro::main<Programs...>: declarations of the first program, values of all.
+namespace detail {
 template <class P0, class... Ps>
-catalog make_catalog() {
-  static_assert(detail::check_programs<P0, Ps...>());
+catalog catalog_of() {
   using decl = declarations<P0>;
   catalog c;
   c.experiment = std::string(experiment_traits<P0>::name);
@@ -334,6 +335,16 @@ catalog make_catalog() {
       },
       decl::sweep_items());
   return c;
+}
+}  // namespace detail
+
+// The catalog of nitro::main<Programs...>: declarations of the first program, values of all. A
+// mistake in the declarations has printed its coded error; the catalog is then not built, which
+// would only add errors that say the same.
+template <class P0, class... Ps>
+catalog make_catalog() {
+  if constexpr (detail::check_programs<P0, Ps...>()) return detail::catalog_of<P0, Ps...>();
+  else return {};
 }
 
 }  // namespace nitro

@@ -5,7 +5,7 @@
 //   nitro::knob_traits<E, "lr">         where the knob lives (field or run keyword), its C++ type
 //
 // The mistakes the compiler can see are compile errors whose first lines name them:
-// (names print as character packs: knob_name<'l', 'r'>, the same in g++ and clang)
+// (names print as character packs: knob_name<nitro::fixed_string<2>{"lr"}>, the same in g++ and clang)
 //   E-KNOB-001  knob_declared_twice<E, knob_name<"lr">>
 //   E-KNOB-002  knob_names_no_field<E, knob_name<"lrr">>, knob_type_not_supported<E, knob_name<..>, given<T>>
 //   E-KNOB-003  variant_sets_undeclared_knob<E, variant_name<"small">, knob_name<"lyrs">>, and the same

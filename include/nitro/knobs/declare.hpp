@@ -37,21 +37,26 @@
 
 namespace nitro {
 
-// Names that read the same in every compiler's diagnostics: knob_name<'l', 'r'>,
-// variant_name<'s', 'm', 'a', 'l', 'l'>, sweep_name<...> (a fixed_string argument prints as
-// character codes in clang).
+// Names as diagnostics print them: knob_name<nitro::fixed_string<2>{"lr"}> in g++, knob_name<'l',
+// 'r'> in clang (core/fixed_string.hpp says why); variant_name, sweep_name alike.
+#if NITRO_DETAIL_NAMES_AS_CHARS
 template <char... C> struct knob_name {};
 template <char... C> struct variant_name {};
 template <char... C> struct sweep_name {};
-template <class T> struct given {};
-
 namespace detail {
 template <template <char...> class T, fixed_string S, std::size_t... I>
 auto spell(std::index_sequence<I...>) -> T<S.chars[I]...>;
 }  // namespace detail
-// spelled<knob_name, "lr"> is knob_name<'l', 'r'>.
 template <template <char...> class T, fixed_string S>
 using spelled = decltype(detail::spell<T, S>(std::make_index_sequence<S.size()>{}));
+#else
+template <fixed_string S> struct knob_name {};
+template <fixed_string S> struct variant_name {};
+template <fixed_string S> struct sweep_name {};
+template <template <fixed_string> class T, fixed_string S>
+using spelled = T<S>;
+#endif
+template <class T> struct given {};
 
 // A constant of a type that cannot be a knob value (variant, axis) — the first line names its type.
 template <class Value>

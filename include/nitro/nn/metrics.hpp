@@ -95,7 +95,7 @@ class metric_accumulator {
   // One batch of the metrics hook's result.
   template <class M>
   void add(M const& m) {
-    static_assert(detail::check_metrics_struct<M>());
+    static_assert(checks_evaluated<detail::check_metrics_struct<M>()>);
     if (m_type != &detail::type_tag<M>::id) layout<M>();
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (add_member(m_slots_base + detail::slot_offset<M, I>, detail::accessor_at<M, I>{}(m)), ...);

@@ -18,7 +18,7 @@ namespace nitro::nn {
 
 template <std::int64_t... Dims>
 struct param {
-  static_assert(sizeof...(Dims) >= 1 && ((Dims > 0) && ...), "nitro::nn::param<Dims...>: extents must be positive");
+  static_assert(sizeof...(Dims) >= 1 && ((Dims > 0) && ...), "E-LAYER-016: nitro::nn::param<Dims...> needs at least one extent, each positive. Fix: param<128, 784>.");
   static constexpr std::array<std::int64_t, sizeof...(Dims)> dims{Dims...};
   static constexpr std::int64_t numel = (Dims * ...);
   static constexpr int rank = sizeof...(Dims);

@@ -39,15 +39,20 @@ template <fixed_string N> struct is_group<group<N>> : std::true_type {};
 template <class T> inline constexpr bool is_group_v = is_group<std::remove_cvref_t<T>>::value;
 
 // ---- diagnostics vocabulary: names both compilers print as text --------------------------------
-// A compile-time string as a pack of characters: `nitro::str<'e', 't', 'a'>`. (clang prints a
-// fixed_string template argument as character codes; a char pack it prints as characters.)
+// A compile-time string in a diagnostic: `nitro::str<nitro::fixed_string<3>{"eta"}>` in g++,
+// `nitro::str<nitro::fixed_string<3>{"eta"}>` in clang (core/fixed_string.hpp says why).
+#if NITRO_DETAIL_NAMES_AS_CHARS
 template <char... C> struct str {};
+#else
+template <fixed_string S> struct str {};
+#endif
 template <class... Names> struct param_group_produces {};
 template <class... Names> struct opt_fields {};
 template <class... Names> struct device_fields {};
 template <class... Names> struct qualified_forms {};
 template <class T> struct returned {};
 
+#if NITRO_DETAIL_NAMES_AS_CHARS
 namespace detail {
 template <fixed_string S, std::size_t... I>
 str<S.chars[I]...> to_str(std::index_sequence<I...>);
@@ -57,6 +62,19 @@ str<Src::get()[I]...> view_to_str(std::index_sequence<I...>);
 }  // namespace detail
 template <fixed_string S> using str_of = decltype(detail::to_str<S>(std::make_index_sequence<S.size()>{}));
 template <class Src> using str_from = decltype(detail::view_to_str<Src>(std::make_index_sequence<Src::get().size()>{}));
+#else
+namespace detail {
+// Src::get() returns a std::string_view with static storage (a constant expression).
+template <class Src>
+constexpr auto fixed_of() noexcept {
+  fixed_string<Src::get().size()> f;
+  for (std::size_t i = 0; i < Src::get().size(); ++i) f.chars[i] = Src::get()[i];
+  return f;
+}
+}  // namespace detail
+template <fixed_string S> using str_of = str<S>;
+template <class Src> using str_from = str<detail::fixed_of<Src>()>;
+#endif
 
 // ---- the param_group hook -----------------------------------------------------------------------
 NITRO_DETAIL_DEFINE_HOOK(param_group)
@@ -100,23 +118,35 @@ template <class L0, class... Ls> struct tconcat_all<L0, Ls...> {
   using type = typename tconcat<L0, typename tconcat_all<Ls...>::type>::type;
 };
 
-// The group type of every leaf of Spec in declaration order; void for non-trainable leaves.
-template <class E, fixed_string Prefix, class Tree> struct leaf_groups;
-template <class E, fixed_string Prefix, class En>
-struct leaf_groups_entry {
+// Every leaf of Spec in declaration order, as a flat list of keypaths: the per-leaf hooks are
+// then asked once per leaf in one pack expansion, not down the tree's recursion, so a hook's
+// diagnostic comes a few instantiation frames after the user's line whatever the model's depth.
+template <fixed_string Path, bool Trainable> struct leaf_path {
+  static constexpr auto path = Path;
+  static constexpr bool trainable = Trainable;
+};
+template <fixed_string Prefix, class Tree> struct leaf_paths;
+template <fixed_string Prefix, class En>
+struct leaf_paths_entry {
   static constexpr auto path = child_path<Prefix, En::name>();
   using Child = typename En::type;
   static auto compute() {
-    if constexpr (is_tree_v<Child>) return typename leaf_groups<E, path, Child>::type{};
-    else if constexpr (Child::trainable) return tlist<decltype(group_of_leaf<E, path>())>{};
-    else return tlist<void>{};
+    if constexpr (is_tree_v<Child>) return typename leaf_paths<path, Child>::type{};
+    else return tlist<leaf_path<path, Child::trainable>>{};
   }
   using type = decltype(compute());
 };
-template <class E, fixed_string Prefix, class... En>
-struct leaf_groups<E, Prefix, tree<En...>> {
-  using type = typename tconcat_all<typename leaf_groups_entry<E, Prefix, En>::type...>::type;
+template <fixed_string Prefix, class... En>
+struct leaf_paths<Prefix, tree<En...>> {
+  using type = typename tconcat_all<typename leaf_paths_entry<Prefix, En>::type...>::type;
 };
+template <class Spec> using leaf_paths_of = typename leaf_paths<fixed_string<0>{}, Spec>::type;
+
+// The group type of every leaf of Spec in declaration order; void for non-trainable leaves.
+template <class E, class L> struct group_of_path { using type = void; };
+template <class E, fixed_string P> struct group_of_path<E, leaf_path<P, true>> { using type = decltype(group_of_leaf<E, P>()); };
+template <class E, class Paths> struct leaf_groups;
+template <class E, class... L> struct leaf_groups<E, tlist<L...>> { using type = tlist<typename group_of_path<E, L>::type...>; };
 
 template <class T, class L> struct tcontains;
 template <class T, class... L> struct tcontains<T, tlist<L...>> : std::bool_constant<(std::is_same_v<T, L> || ...)> {};
@@ -156,7 +186,7 @@ template <class... G> struct group_names_of<tlist<G...>> {
 // the others, each in declaration order; non-trainable leaves last, in no group.
 template <class E, class Spec>
 struct group_layout {
-  using leaf_group_types = typename detail::leaf_groups<E, fixed_string<0>{}, Spec>::type;
+  using leaf_group_types = typename detail::leaf_groups<E, detail::leaf_paths_of<Spec>>::type;
   using groups = typename detail::tunique<detail::tlist<>, leaf_group_types>::type;  // detail::tlist<group<...>...>
   static constexpr std::size_t group_count = groups::size;
   static constexpr bool grouped = true;

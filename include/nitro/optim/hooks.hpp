@@ -77,63 +77,35 @@ struct rate_hook_must_return_a_number {
 
 namespace optim::detail {
 
-constexpr std::uint32_t name_hash(std::string_view s) noexcept {
-  std::uint32_t h = 2166136261u;
-  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
-  return h;
-}
 template <class Groups> struct group_set;
 template <class... G> struct group_set<nitro::detail::tlist<G...>> {
   static constexpr bool contains(std::string_view n) noexcept { return ((G::view() == n) || ...); }
 };
 
-// Converts to group<N> for every N param_group does NOT produce whose hash falls in the bucket.
-// Converting is only ever done in the definition below, instantiated once a misspelt group has
-// been found, to name it in the diagnostic.
-template <class Hook, class Layout, std::uint32_t Mod, std::uint32_t Bucket>
+// Converts to group<N> for no N: for an N param_group does NOT produce, checking the conversion's
+// constraint instantiates the diagnostic, so the coded error naming the hook, the misspelt group
+// and the groups there are is the first thing the compiler prints (every misspelt overload is one
+// candidate, so each is named). A bare static_assert after it would come first otherwise.
+template <class Hook, class Layout, fixed_string N>
+inline constexpr bool unknown_group_reported = per_group_hook_names_unknown_group<Hook, str_of<N>, typename Layout::diagnostic_names>::ok;
+
+template <class Hook, class Layout>
 struct unknown_group_probe {
   template <fixed_string N>
-    requires(!group_set<typename Layout::groups>::contains(N.view()) && name_hash(N.view()) % Mod == Bucket)
-  operator group<N>() const {  // NOLINT: implicit by design
-    (void)per_group_hook_names_unknown_group<Hook, str_of<N>, typename Layout::diagnostic_names>::ok;
+    requires(!group_set<typename Layout::groups>::contains(N.view()) && unknown_group_reported<Hook, Layout, N>)
+  operator group<N>() const {  // NOLINT: implicit by design; never satisfied
     return {};
   }
 };
 struct any_probe {};  // converts to nothing: a hook accepting it is generic in its argument
 
-template <class Hook, class E, class Probe>
-void name_the_unknown_group(E const& e) { (void)Hook::call(e, Probe{}); }
-
-template <class Hook, class E, class Layout, std::uint32_t Mod, std::uint32_t... B>
-constexpr bool probe_buckets(std::integer_sequence<std::uint32_t, B...>) {
-  bool found = false;
-  (
-      [&] {
-        using P = unknown_group_probe<Hook, Layout, Mod, B>;
-        if constexpr (Hook::template callable<E const, P>) {
-          if (!found) {
-            found = true;
-            (void)&name_the_unknown_group<Hook, E, P>;  // instantiates the probe's conversion: the error names the group
-          }
-        }
-      }(),
-      ...);
-  return found;
-}
-
-// True when hook H of E has no overload for a group param_group does not produce.
+// Checks hook H of E for overloads written for a group param_group does not produce: overload
+// resolution with the probe reports each (E-OPT-001) while the compiler evaluates this.
 template <class Hook, class E, class Layout>
 constexpr bool per_group_hook_checked() {
   if constexpr (!Hook::template present<E>) return true;
   else if constexpr (Hook::template callable<E const, any_probe>) return true;  // generic: called with known groups only
-  else {
-    // one misspelt overload is found by the first probe; several make it ambiguous, so they are
-    // told apart by hash buckets
-    if (probe_buckets<Hook, E, Layout, 1>(std::integer_sequence<std::uint32_t, 0>{})) return false;
-    if (probe_buckets<Hook, E, Layout, 8>(std::make_integer_sequence<std::uint32_t, 8>{})) return false;
-    if (probe_buckets<Hook, E, Layout, 7>(std::make_integer_sequence<std::uint32_t, 7>{})) return false;
-    return true;
-  }
+  else return !Hook::template callable<E const, unknown_group_probe<Hook, Layout>>;  // never callable: the probe converts to nothing
 }
 
 // ---- per-group values ---------------------------------------------------------------------------
@@ -188,17 +160,34 @@ double group_value(E const& e) {
 }
 
 // ---- per-leaf flags -----------------------------------------------------------------------------
+// Whether hook H of E, asked about leaf Path, answers a bool (E-OPT-005 otherwise). The program
+// asks for every leaf when it is instantiated, so the diagnostic precedes whatever a step compiles.
+template <class Hook, class E, fixed_string Path>
+constexpr bool leaf_hook_checked() {
+  if constexpr (Hook::template callable<E const, keypath<Path>, Tensor const&>) {
+    using R = decltype(Hook::call(std::declval<E const&>(), keypath<Path>{}, std::declval<Tensor const&>()));
+    if constexpr (std::is_convertible_v<R, bool>) return true;
+    else return leaf_hook_must_return_bool<Hook, str_of<Path>, returned<R>>::ok;
+  } else if constexpr (Hook::template present<E>) {
+    return leaf_hook_must_return_bool<Hook, str_of<Path>, returned<void>>::ok;
+  } else {
+    return true;
+  }
+}
+template <class E, class Paths> struct leaf_hooks_checked;
+template <class E, class... L> struct leaf_hooks_checked<E, nitro::detail::tlist<L...>> {
+  static constexpr bool value = ((leaf_hook_checked<hook::no_decay, E, L::path>() && leaf_hook_checked<hook::no_perturb, E, L::path>() &&
+                                  leaf_hook_checked<hook::adaptive_perturb, E, L::path>()) && ...);
+};
+
 template <class Hook, class E, fixed_string Path>
 bool leaf_flag(E const& e, Tensor const& x, bool fallback) {
   if constexpr (Hook::template callable<E const, keypath<Path>, Tensor const&>) {
     using R = decltype(Hook::call(e, keypath<Path>{}, x));
     if constexpr (std::is_convertible_v<R, bool>) return static_cast<bool>(Hook::call(e, keypath<Path>{}, x));
-    else { (void)leaf_hook_must_return_bool<Hook, str_of<Path>, returned<R>>::ok; return fallback; }
-  } else if constexpr (Hook::template present<E>) {
-    (void)leaf_hook_must_return_bool<Hook, str_of<Path>, returned<void>>::ok;
-    return fallback;
+    else return leaf_hook_checked<Hook, E, Path>() && fallback;  // named when the program was instantiated
   } else {
-    return fallback;
+    return leaf_hook_checked<Hook, E, Path>() && fallback;
   }
 }
 

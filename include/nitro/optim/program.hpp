@@ -149,8 +149,8 @@ Tensor anchor_lookup(Source const& src, std::string_view path) {
     return src(path);
   } else {
     static_assert(always_false<Source>,
-                  "E-OPT-004: nitro::anchor::values(source) takes a tree of tensors shaped like ps, or a callable "
-                  "Tensor(std::string_view keypath)");
+                  "E-OPT-004: nitro::anchor::values(source) is given something that is neither a tree of tensors nor a "
+                  "keypath lookup. Fix: pass a tree shaped like ps, or a callable Tensor(std::string_view keypath).");
     return {};
   }
 }
@@ -175,7 +175,7 @@ std::string schedule_text(F const& f) {
 
 template <class E, class Spec, class Schedules = schedule_map<>>
 class program {
-  static_assert(is_schedule_map<Schedules>::value, "nitro::optim::program: Schedules must be a nitro::schedule_map{...}");
+  static_assert(is_schedule_map<Schedules>::value, "E-SCHED-011: the optimizer program's schedules are not a nitro::schedule_map. Fix: return nitro::schedule_map{nitro::key<\"eta\"> = ...} from schedules().");
 
  public:
   using layout = group_layout<E, Spec>;
@@ -201,7 +201,7 @@ class program {
                                         detail::per_group_hook_checked<hook::lambda, E, layout>() &&
                                         detail::per_group_hook_checked<hook::decay_anchor, E, layout>() &&
                                         detail::per_group_hook_checked<hook::optimizer, E, layout>();
-  static_assert(hooks_checked);
+  static_assert(checks_evaluated<hooks_checked, detail::leaf_hooks_checked<E, nitro::detail::leaf_paths_of<Spec>>::value>);
 
   template <class M> struct keys_of;
   template <class... En> struct keys_of<schedule_map<En...>> {
@@ -212,7 +212,7 @@ class program {
     template <std::size_t I> using entry = typename nitro::detail::nth<I, En...>::type;
   };
   using keys = keys_of<Schedules>;
-  static_assert(keys::checked);
+  static_assert(checks_evaluated<keys::checked>);
   static constexpr std::size_t key_count = keys::count;
   static constexpr auto resolutions = [] {
     std::array<detail::key_resolution, key_count> r{};
@@ -236,7 +236,7 @@ class program {
       return schedule_keys_bind_the_same_slot<str_of<keys::template entry<std::size_t(duplicate_keys.first)>::key>,
                                               str_of<keys::template entry<std::size_t(duplicate_keys.second)>::key>>::ok;
   }();
-  static_assert(no_duplicates);
+  static_assert(checks_evaluated<no_duplicates>);
 
   // source[g][f]: the key driving field f of group g (a path key over a bare one), or -1
   template <std::size_t GI>

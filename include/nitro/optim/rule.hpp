@@ -137,10 +137,10 @@ template <class R> struct perturbs : std::false_type {};
 // ---- chain --------------------------------------------------------------------------------------
 template <class... R>
 struct chain_rule {
-  static_assert(sizeof...(R) >= 1, "nitro::optim::chain(...) needs at least one rule");
-  static_assert((rule<R> && ...), "nitro::optim::chain(...): every argument must be a rule (sgd, adam, adamw, lion, decayed_weights, chain)");
+  static_assert(sizeof...(R) >= 1, "E-OPT-020: nitro::optim::chain() is given no rule. Fix: chain(decayed_weights(0.01), adam(...)); a single rule needs no chain.");
+  static_assert((rule<R> && ...), "E-OPT-021: an argument of nitro::optim::chain(...) is not a rule. Fix: pass rules: sgd, adam, adamw, lion, decayed_weights or a chain.");
   static_assert(!(perturbs<R>::value || ...),
-                "nitro::optim::chain(...): SAM wraps a whole rule: write sam(chain(...)), not chain(sam(...))");
+                "E-OPT-022: SAM wraps a whole rule, and here it is inside a chain. Fix: write sam(chain(...)), not chain(sam(...)).");
 
   using fields = typename detail::concat_names<typename R::fields...>::type;
   using states = typename detail::concat_names<typename R::states...>::type;

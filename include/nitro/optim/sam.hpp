@@ -31,8 +31,8 @@ struct asam_options {
 
 template <class R, bool Adaptive>
 struct sam_rule {
-  static_assert(rule<R>, "nitro::optim::sam(rule, ...): the first argument must be a rule (sgd, adam, adamw, lion, chain)");
-  static_assert(!perturbs<R>::value, "nitro::optim::sam(sam(...)): wrap a rule once");
+  static_assert(rule<R>, "E-OPT-023: the first argument of nitro::optim::sam(rule, ...) is not a rule. Fix: sam(adamw(...), 0.05) with sgd, adam, adamw, lion or a chain.");
+  static_assert(!perturbs<R>::value, "E-OPT-024: sam(sam(...)) perturbs twice. Fix: wrap the rule once: sam(adamw(...), rho).");
   static constexpr bool adaptive = Adaptive;
   using own_fields = std::conditional_t<Adaptive, field_names<"rho", "adaptive_eta">, field_names<"rho">>;
   using fields = typename detail::concat_names<typename R::fields, own_fields>::type;

@@ -83,7 +83,7 @@ constexpr bool check_schedule_entry() {
 
 template <class... Entries>
 struct schedule_map {
-  static_assert((detail::check_schedule_entry<Entries>() && ...));
+  static_assert(checks_evaluated<detail::check_schedule_entry<Entries>()...>);
   static constexpr std::size_t size = sizeof...(Entries);
   std::tuple<Entries...> entries;
 

@@ -86,7 +86,7 @@ template <> struct dtype_of<bool> { static constexpr st_dtype value = st_dtype::
 
 namespace detail {
 
-static_assert(std::endian::native == std::endian::little, "nitro's safetensors code assumes a little-endian machine");
+static_assert(std::endian::native == std::endian::little, "E-REC-006: safetensors files are little-endian, and nitro reads them in place, so it builds for little-endian machines only. Fix: build on x86-64, AArch64 or another little-endian target.");
 
 inline std::uint32_t crc32_of(void const* data, std::size_t n, std::uint32_t crc = 0) noexcept {
   auto const* p = static_cast<unsigned char const*>(data);

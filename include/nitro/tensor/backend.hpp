@@ -28,7 +28,7 @@ concept Backend = requires(B& b, B const& cb, std::string_view field, basic_tens
   { b.to_device(field, host) } -> std::same_as<basic_tensor<float>>;
   { cb.ops() } -> std::same_as<device_ops&>;
 };
-static_assert(Backend<cpu_backend>);
+static_assert(Backend<cpu_backend>, "nitro invariant: cpu_backend models the Backend concept");
 
 namespace detail {
 // The kernels of the step (or evaluation) running on this thread; the CPU's outside one.

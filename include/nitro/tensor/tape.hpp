@@ -79,8 +79,8 @@ class tape {
   void record(F&& backward) {
     using Fn = std::remove_cvref_t<F>;
     static_assert(std::is_trivially_destructible_v<Fn>,
-                  "nitro::tape::record: a backward closure must capture only trivially destructible values "
-                  "(pointers, extents, scalars)");
+                  "E-LAYER-017: a backward closure given to nitro::tape::record captures a value that is not trivially destructible. Fix: capture only "
+                  "pointers, extents and scalars.");
     void* p = m_arena->allocate(sizeof(Fn), alignof(Fn) > 16 ? alignof(Fn) : 16);
     new (p) Fn(static_cast<F&&>(backward));
     m_nodes.push_back({[](void* f, tape& t) { (*static_cast<Fn*>(f))(t); }, p});

@@ -56,7 +56,7 @@ namespace kw { inline constexpr keyword<"data"> data{}; }
 template <class Experiment>
 struct experiment_has_no_data {
   static_assert(always_false<Experiment>,
-                "E-DATA-007: the handle found no data: pass nitro::data = ..., define `auto build_data() const`, or give "
+                "E-DATA-007: the handle found no data. Fix: pass nitro::data = ..., define `auto build_data() const`, or give "
                 "the experiment a field `data` holding a data set (nitro::data::fashion_mnist(), ...).");
   static constexpr bool ok = false;
 };
@@ -185,11 +185,12 @@ namespace detail {
 template <class E, class... Kw>
 struct handle_state {
   static_assert(experiment<E>,
-                "nitro::Nitro(e, ...): the experiment type is not adapted; add NITRO_EXPERIMENT(Name, fields...) after it");
-  static_assert(experiment_traits<E>::complete);
-  static_assert([]<std::size_t... I>(std::index_sequence<I...>) {
+                "E-REFL-005: nitro::Nitro(e, ...) is given an experiment type that is not adapted. Fix: add NITRO_EXPERIMENT(Name, fields...) after the struct.");
+  static_assert(checks_evaluated<experiment_traits<E>::complete>);
+  static constexpr bool keywords_checked = []<std::size_t... I>(std::index_sequence<I...>) {
     return (check_run_keyword<Kw, I + 2>() && ...);
-  }(std::index_sequence_for<Kw...>{}));
+  }(std::index_sequence_for<Kw...>{});
+  static_assert(checks_evaluated<keywords_checked>);  // E-KW-001..007 name the argument
   static_assert(hook::build_model::present<E>,
                 "E-BIND-009: the experiment has no build_model() hook. Fix: add `auto build_model() const { return "
                 "nitro::nn::chain(...); }`.");
@@ -197,7 +198,7 @@ struct handle_state {
   using experiment_type = E;
   using keywords_type = run_keywords<E, Kw...>;
   using model_type = std::remove_cvref_t<decltype(std::declval<E const&>().build_model())>;
-  static_assert(nn::layer<model_type>, "E-BIND-010: build_model() must return a nitro layer (nitro::nn::chain(...), a dense, ...)");
+  static_assert(nn::layer<model_type>, "E-BIND-010: build_model() returns something that is not a nitro layer. Fix: return nitro::nn::chain(...), a dense, ...");
   using param_spec = typename model_type::param_spec;
   using state_spec = typename model_type::state_spec;
   using ps_type = nn::params_t<param_spec, float>;
@@ -212,7 +213,10 @@ struct handle_state {
   using schedules_type = decltype(resolve_schedule_map(std::declval<E const&>(), std::declval<Kw const&>()...));
   using optimizer_type = optim::program<E, param_spec, schedules_type>;
   using backend_type = std::remove_cvref_t<decltype(std::declval<keywords_type const&>().device.value)>;
-  static_assert(binding_type::loss_fits && binding_type::metrics_fits);
+  static_assert(checks_evaluated<binding_type::loss_fits, binding_type::metrics_fits>);  // E-BIND-001, 003, 005 name the hook and field
+  // The keywords and the hooks bind (each mistake has printed its coded error): nitro::main compiles
+  // its other programs only then, so a mistake they share is told once, not once per program.
+  static constexpr bool binds = keywords_checked && binding_type::forward_fits && binding_type::loss_fits && binding_type::metrics_fits;
 
   handle_state(E e, Kw const&... kw)
       : m_e(std::move(e)),
@@ -277,7 +281,7 @@ struct handle_state {
       using D = decltype(d);
       if constexpr (D::residency == residency::device) {
         using V = typename D::type::value_type;
-        static_assert(sizeof(V) <= sizeof(double) && alignof(V) <= alignof(double));
+        static_assert(sizeof(V) <= sizeof(double) && alignof(V) <= alignof(double), "nitro invariant: a Device<T> is arithmetic, so it fits one 8-byte slot");
         D::get(m_e).bind_slot(reinterpret_cast<V*>(&m_device_block[i++]));
       }
     });
@@ -325,7 +329,8 @@ struct handle_state {
   metric_values m_last_valid;   // the latest valid evaluation: what a checkpoint of its step records
   std::int64_t m_valid_step = -1;
   // records and checkpoints
-  std::filesystem::path m_run_dir;     // empty: no record
+  std::filesystem::path m_run_dir;     // empty: no record (or a new one not yet opened: open_record)
+  bool m_new_record = false;           // a checkpointer without run_ref: a new run directory, named when it opens
   std::string m_metadata_json = "{}";  // the record's metadata (the selection), from run_ref
   std::optional<checkpointer> m_ckpt;
   std::int64_t m_epoch_batch = 0;   // loader batches of m_epoch already trained (the mid-epoch position)

@@ -64,6 +64,8 @@ class Nitro : detail::handle_state<E, Kw...> {
   state_type const& s() const noexcept { return *this; }
 
  public:
+  // The keywords and hooks bind (nitro::main reads it to tell a shared mistake once).
+  static constexpr bool binds = state_type::binds;
   using typename state_type::experiment_type;
   using typename state_type::keywords_type;
   using typename state_type::model_type;
@@ -102,7 +104,7 @@ class Nitro : detail::handle_state<E, Kw...> {
                                                           st.m_kw.max_steps.value)};
     auto sched = detail::resolve_schedule_map(st.m_e, kw...);
     using W0 = std::remove_cvref_t<decltype(st.m_kw.w0.value)>;
-    static_assert(check_w0_weights<W0, has_keyword<"weights", Kw...>() || has_keyword<"checkpoint", Kw...>()>());  // E-CKPT-103
+    static_assert(checks_evaluated<check_w0_weights<W0, has_keyword<"weights", Kw...>() || has_keyword<"checkpoint", Kw...>()>()>);  // E-CKPT-103
     if constexpr (std::is_same_v<W0, not_given> || is_weights_keyword_v<W0>) st.m_opt.emplace(st.m_e, st.m_params, sched, o);
     else if constexpr (is_tree_v<W0>) st.m_opt.emplace(st.m_e, st.m_params, sched, o, st.m_kw.w0.value);
     else (void)w0_must_be_a_tree_of_tensors<W0>::ok;
@@ -150,10 +152,12 @@ class Nitro : detail::handle_state<E, Kw...> {
   early_stopper const& monitor() const noexcept { return s().m_run.monitor(); }
   // The optimizer steps train() runs to: max_steps, else max_epochs epochs.
   std::int64_t horizon() const noexcept { return s().m_opt->horizon(); }
-  // The run's directory (empty: the handle keeps no record) — also what lets another handle name
-  // this run: nitro::weights = h >> nitro::best.
+  // The run's directory (empty: the handle keeps no record, or a new one is not made yet: it is
+  // made when the run first writes, train() or save_checkpoint()) — also what lets another handle
+  // name this run: nitro::weights = h >> nitro::best.
   std::filesystem::path const& run_directory() const noexcept { return s().m_run_dir; }
-  checkpointer const* checkpoints() const noexcept { return s().m_ckpt ? &*s().m_ckpt : nullptr; }  // null on ranks other than 0
+  // null before the run first writes, and on ranks other than 0
+  checkpointer const* checkpoints() const noexcept { return s().m_ckpt ? &*s().m_ckpt : nullptr; }
   // The job this handle is one replica of (null: one process); only rank 0 writes the record.
   dist::replicas* distributed() const noexcept { return s().m_dist; }
   bool writes_records() const noexcept { return s().writes_records(); }

@@ -50,7 +50,7 @@ double forward_backward(S& s, typename S::batch_type const& batch, float* grads,
 template <class S>
 double train(S& s, typename S::batch_type const& host_batch) {
   using optimizer_type = typename S::optimizer_type;
-  static_assert(S::binding_type::has_loss, "E-BIND-007: training needs a loss hook: `auto loss(auto const& outputs, LossIn const& in) const`");
+  static_assert(S::binding_type::has_loss, "E-BIND-007: training needs a loss hook, and the experiment has none. Fix: `auto loss(auto const& outputs, LossIn const& in) const`.");
   if (s.m_micro == 0) {
     s.m_opt->begin_step(s.m_e);  // schedules write this step's values: Device fields, group fields
     s.m_params.zero_grads();

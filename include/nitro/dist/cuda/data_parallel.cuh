@@ -104,7 +104,7 @@ class data_parallel {
       m_devices[static_cast<std::size_t>(d)] = dev;
       cudaDeviceProp p{};
       NITRO_CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
-      static_assert(sizeof p.uuid.bytes == 16, "a CUDA device UUID is 16 bytes");
+      static_assert(sizeof p.uuid.bytes == 16, "nitro invariant: a CUDA device UUID is 16 bytes");
       std::memcpy(uuids[static_cast<std::size_t>(d)].data(), p.uuid.bytes, 16);
     }
     dist::require_distinct_devices(job, uuids, n_devs);

@@ -166,7 +166,7 @@ struct fused_mlp {
     if constexpr (chain::fusable) return true;
     else return fused_mlp_unsupported<Model, typename chain::reason>::ok;
   }
-  static_assert(check());
+  static_assert(checks_evaluated<check()>);
   static constexpr auto pick() {
     if constexpr (chain::fusable) {
       constexpr auto& i = chain::info;

@@ -124,9 +124,11 @@ constexpr std::int64_t last_out() {
 
 template <class... Layers>
 struct chain_layer {
-  static_assert((layer<Layers> && ...), "nitro::nn::chain: every argument must be a nitro layer");
-  static_assert(detail::check_chain<Layers...>(std::make_index_sequence<(sizeof...(Layers) > 0 ? sizeof...(Layers) - 1 : 0)>{}));
-  static_assert(detail::check_channels<Layers...>());
+  static_assert((layer<Layers> && ...),
+                "E-LAYER-009: an argument of nitro::nn::chain(...) is not a nitro layer. Fix: pass layers (nitro::nn::dense<In, Out>(), "
+                "conv2d, pools, norms, dropout, a nested chain).");
+  static_assert(checks_evaluated<detail::check_chain<Layers...>(std::make_index_sequence<(sizeof...(Layers) > 0 ? sizeof...(Layers) - 1 : 0)>{}),
+                                 detail::check_channels<Layers...>()>);  // E-SHAPE-013, E-SHAPE-014
 
   template <std::size_t... I>
   static auto param_tree(std::index_sequence<I...>) -> tree<entry<layer_name<I + 1>(), typename Layers::param_spec>...>;

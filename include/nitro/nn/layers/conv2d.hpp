@@ -59,9 +59,9 @@ struct conv2d_arguments_invalid {
 template <std::int64_t InC, std::int64_t OutC, std::int64_t K, std::int64_t Stride = 1, std::int64_t Pad = 0, class Act = identity_t,
           bool Bias = true>
 struct conv2d_layer {
-  static_assert(detail::require<conv2d_arguments_invalid<conv2d_layer, InC, OutC, K, Stride, Pad>,
-                                (InC > 0 && OutC > 0 && K > 0 && Stride > 0 && Pad >= 0)>());
-  static_assert(detail::require<activation_not_fusable<conv2d_layer, activation_arg<conv2d_layer, Act>>, fusable_activation<Act>>());
+  static_assert(checks_evaluated<detail::require<conv2d_arguments_invalid<conv2d_layer, InC, OutC, K, Stride, Pad>,
+                                                 (InC > 0 && OutC > 0 && K > 0 && Stride > 0 && Pad >= 0)>(),
+                                 detail::require<activation_not_fusable<conv2d_layer, activation_arg<conv2d_layer, Act>>, fusable_activation<Act>>()>);
 
   static constexpr std::int64_t kkc = K * K * InC;  // rows of the weight seen as a matrix
   using param_spec = std::conditional_t<Bias, tree<entry<"weight", param<K, K, InC, OutC>>, entry<"bias", param<OutC>>>,

@@ -27,8 +27,8 @@ struct dense_options {
 
 template <std::int64_t In, std::int64_t Out, class Act = identity_t, bool Bias = true>
 struct dense_layer {
-  static_assert(In > 0 && Out > 0, "nitro::nn::dense<In, Out>: extents must be positive");
-  static_assert(fusable_activation<Act>, "nitro::nn::dense: the activation must be one of nitro::nn::identity, relu, tanh, sigmoid, gelu");
+  static_assert(In > 0 && Out > 0, "E-LAYER-010: nitro::nn::dense<In, Out> needs positive extents. Fix: dense<784, 128>().");
+  static_assert(fusable_activation<Act>, "E-LAYER-011: nitro::nn::dense fuses its activation into the GEMM, and this one is not fusable. Fix: one of nitro::nn::identity, relu, tanh, sigmoid, gelu.");
 
   using param_spec = std::conditional_t<Bias, tree<entry<"weight", param<Out, In>>, entry<"bias", param<Out>>>,
                                         tree<entry<"weight", param<Out, In>>>>;

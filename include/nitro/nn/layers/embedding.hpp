@@ -29,9 +29,9 @@ struct embedding_options {
 
 template <std::int64_t Vocab, std::int64_t Dim>
 struct embedding_layer {
-  static_assert(Vocab > 0 && Dim > 0, "nitro::nn::embedding<Vocab, Dim>: extents must be positive");
+  static_assert(Vocab > 0 && Dim > 0, "E-LAYER-012: nitro::nn::embedding<Vocab, Dim> needs positive extents. Fix: embedding<256, 64>().");
   static_assert(Vocab <= (std::int64_t(1) << 24),
-                "nitro::nn::embedding<Vocab, Dim>: indices travel as float values, which hold whole numbers up to 2^24 exactly");
+                "E-LAYER-013: nitro::nn::embedding<Vocab, Dim>: indices travel as float values, which hold whole numbers up to 2^24 exactly. Fix: a vocabulary of at most 16777216 tokens.");
   using param_spec = tree<entry<"weight", param<Dim, Vocab>>>;
   using state_spec = tree<>;
   // [B] gives Dim features, [L, B] gives Dim*L: known at run time only

@@ -33,7 +33,7 @@ struct layer_norm_options {
 
 template <std::int64_t F>
 struct layer_norm_layer {
-  static_assert(F > 0, "nitro::nn::layer_norm<F>: the feature extent must be positive");
+  static_assert(F > 0, "E-LAYER-014: nitro::nn::layer_norm<F> needs a positive feature extent. Fix: layer_norm<256>().");
   using param_spec = tree<entry<"weight", param<F>>, entry<"bias", param<F>>>;
   using state_spec = tree<>;
   static constexpr std::int64_t in_features = F;
@@ -107,7 +107,7 @@ struct batch_norm_options {
 
 template <std::int64_t C>
 struct batch_norm_layer {
-  static_assert(C > 0, "nitro::nn::batch_norm<C>: the channel count must be positive");
+  static_assert(C > 0, "E-LAYER-015: nitro::nn::batch_norm<C> needs a positive channel count. Fix: batch_norm<16>().");
   using param_spec = tree<entry<"weight", param<C>>, entry<"bias", param<C>>>;
   using state_spec = tree<entry<"running_mean", buffer<C>>, entry<"running_var", buffer<C>>>;
   // [C, B] has C features, but [W, H, C, B] has W*H*C: known at run time only

@@ -35,7 +35,7 @@ struct pool_arguments_invalid {
 
 template <pool_kind Kind, std::int64_t K, std::int64_t Stride = K>
 struct pool_layer : stateless {
-  static_assert(detail::require<pool_arguments_invalid<pool_layer, K, Stride>, (K > 0 && Stride > 0)>());
+  static_assert(checks_evaluated<detail::require<pool_arguments_invalid<pool_layer, K, Stride>, (K > 0 && Stride > 0)>()>);
   static constexpr bool keeps_channels = true;  // chain compares the channels across it
 
   std::string describe() const {

@@ -30,9 +30,9 @@ inline constexpr int max_mlp_layers = 12;
 template <int In, int Width, int Out, int Hidden, activation_kind ActH, activation_kind ActO, tile::math Math>
 struct mlp_config {
   static_assert(Width % 16 == 0 && Width >= 16 && Width <= 128,
-                "nitro::cuda::mlp_config: the fused MLP's width must be a multiple of 16 between 16 and 128");
-  static_assert(In >= 1 && Out >= 1 && Out <= 128, "nitro::cuda::mlp_config: need 1 <= In and 1 <= Out <= 128");
-  static_assert(Hidden >= 0 && Hidden + 2 <= max_mlp_layers, "nitro::cuda::mlp_config: at most 10 hidden width x width layers");
+                "E-CUDA-103: the fused MLP kernel takes widths that are multiples of 16 from 16 to 128. Fix: choose such a width, or leave the chain to the general path.");
+  static_assert(In >= 1 && Out >= 1 && Out <= 128, "E-CUDA-104: the fused MLP kernel takes 1 <= In and 1 <= Out <= 128. Fix: a smaller output layer, or the general path.");
+  static_assert(Hidden >= 0 && Hidden + 2 <= max_mlp_layers, "E-CUDA-105: the fused MLP kernel takes at most 10 hidden width x width layers. Fix: fewer layers, or the general path.");
 
   static constexpr int in = In, width = Width, out = Out, hidden = Hidden, layers = Hidden + 2;
   static constexpr activation_kind act_hidden = ActH, act_out = ActO;

@@ -124,7 +124,7 @@ class scalar_block {
       using D = decltype(d);
       if constexpr (D::residency == residency::device) {
         using V = typename D::type::value_type;
-        static_assert(sizeof(V) <= scalar_slot_bytes, "a Device value must fit one 8-byte slot");
+        static_assert(sizeof(V) <= scalar_slot_bytes, "nitro invariant: a Device value (arithmetic) fits one 8-byte slot");
         D::get(e).bind_slot(reinterpret_cast<V*>(slot_address(i++)));
       }
     });

@@ -201,8 +201,8 @@ constexpr int largest_divisor_at_most(int n, int cap) {
 
 template <int M, int N, int K, int Warps>
 struct gemm_plan {
-  static_assert(M % 16 == 0 && N % 8 == 0 && K % 8 == 0, "nitro::cuda::tile::gemm_plan: M, N, K must be multiples of 16, 8, 8");
-  static_assert(M / 16 <= Warps, "nitro::cuda::tile::gemm_plan: more 16-row tiles than warps");
+  static_assert(M % 16 == 0 && N % 8 == 0 && K % 8 == 0, "nitro invariant: nitro::cuda::tile::gemm_plan tiles M, N, K in multiples of 16, 8, 8 (mlp_config pads them)");
+  static_assert(M / 16 <= Warps, "nitro invariant: nitro::cuda::tile::gemm_plan has a warp for every 16-row tile");
   static constexpr int m = M, n = N, k = K;
   static constexpr int tiles_m = M / 16, tiles_n = N / 8;
   static constexpr int wn = largest_divisor_at_most(tiles_n, Warps / tiles_m);  // warps along N

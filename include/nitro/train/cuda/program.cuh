@@ -71,7 +71,7 @@ struct step_batch {
 template <class Model, class Store = param_store<typename Model::param_spec>, dense_path Path = default_dense_path<Model>>
 class dense_program {
   using chain = dense_chain<Model>;
-  static_assert(require_dense_model<Model>());
+  static_assert(checks_evaluated<require_dense_model<Model>()>);
 
  public:
   using model_type = Model;

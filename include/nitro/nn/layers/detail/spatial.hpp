@@ -16,8 +16,8 @@
 
 namespace nitro::nn::detail {
 
-// static_assert(require<Diagnostic, ok>()): instantiates the diagnostic (whose static_assert names
-// the mistake) only when ok is false.
+// static_assert(checks_evaluated<require<Diagnostic, ok>()>): instantiates the diagnostic (whose
+// static_assert names the mistake) only when ok is false.
 template <class Diagnostic, bool Ok>
 constexpr bool require() {
   if constexpr (Ok) return true;
