@@ -187,10 +187,10 @@ struct handle_state {
   static_assert(experiment<E>,
                 "E-REFL-005: nitro::Nitro(e, ...) is given an experiment type that is not adapted. Fix: add NITRO_EXPERIMENT(Name, fields...) after the struct.");
   static_assert(checks_evaluated<experiment_traits<E>::complete>);
-  static constexpr bool keywords_checked = []<std::size_t... I>(std::index_sequence<I...>) {
-    return (check_run_keyword<Kw, I + 2>() && ...);
-  }(std::index_sequence_for<Kw...>{});
-  static_assert(checks_evaluated<keywords_checked>);  // E-KW-001..007 name the argument
+  // A failing gate (not checks_evaluated): clang then stops compiling the handle, which would only
+  // add errors about the bad argument; the coded error naming it comes first.
+  static_assert([]<std::size_t... I>(std::index_sequence<I...>) { return (check_run_keyword<Kw, I + 2>() && ...); }(std::index_sequence_for<Kw...>{}),
+                "E-KW-001: an argument of nitro::Nitro(e, ...) is wrong (the error above names it and its position). Fix: as it says.");
   static_assert(hook::build_model::present<E>,
                 "E-BIND-009: the experiment has no build_model() hook. Fix: add `auto build_model() const { return "
                 "nitro::nn::chain(...); }`.");
@@ -216,7 +216,7 @@ struct handle_state {
   static_assert(checks_evaluated<binding_type::loss_fits, binding_type::metrics_fits>);  // E-BIND-001, 003, 005 name the hook and field
   // The keywords and the hooks bind (each mistake has printed its coded error): nitro::main compiles
   // its other programs only then, so a mistake they share is told once, not once per program.
-  static constexpr bool binds = keywords_checked && binding_type::forward_fits && binding_type::loss_fits && binding_type::metrics_fits;
+  static constexpr bool binds = binding_type::forward_fits && binding_type::loss_fits && binding_type::metrics_fits;
 
   handle_state(E e, Kw const&... kw)
       : m_e(std::move(e)),

@@ -156,10 +156,10 @@ keyword_record data_record(E const& e, Args const&... args) {
 // Every run keyword and construction fact of one handle, resolved.
 template <class E, class... Args>
 struct run_keywords {
-  static constexpr bool arguments_checked = []<std::size_t... I>(std::index_sequence<I...>) {
+  static_assert([]<std::size_t... I>(std::index_sequence<I...>) {
     return (detail::check_keyword_arg<std::remove_cvref_t<Args>, I + 2, Args...>() && ...);
-  }(std::index_sequence_for<Args...>{});
-  static_assert(checks_evaluated<arguments_checked>);  // E-KW-001..007 name the argument
+  }(std::index_sequence_for<Args...>{}),
+                "E-KW-001: an argument of the run keywords is wrong (the error above names it and its position). Fix: as it says.");
 
 #define NITRO_DETAIL_MEMBER_TYPED(KW_NAME, Type, ...) resolved<Type> KW_NAME;
 #define NITRO_DETAIL_MEMBER_GENERIC(KW_NAME, ...) decltype(resolve_##KW_NAME(std::declval<E const&>(), std::declval<Args const&>()...)) KW_NAME;
