@@ -180,15 +180,12 @@ template <class E, class... L> struct leaf_hooks_checked<E, nitro::detail::tlist
                                   leaf_hook_checked<hook::adaptive_perturb, E, L::path>()) && ...);
 };
 
+// The hook's answer for leaf Path, else the fallback (a hook that does not answer a bool was named
+// by leaf_hook_checked when the program was instantiated).
 template <class Hook, class E, fixed_string Path>
 bool leaf_flag(E const& e, Tensor const& x, bool fallback) {
-  if constexpr (Hook::template callable<E const, keypath<Path>, Tensor const&>) {
-    using R = decltype(Hook::call(e, keypath<Path>{}, x));
-    if constexpr (std::is_convertible_v<R, bool>) return static_cast<bool>(Hook::call(e, keypath<Path>{}, x));
-    else return leaf_hook_checked<Hook, E, Path>() && fallback;  // named when the program was instantiated
-  } else {
-    return leaf_hook_checked<Hook, E, Path>() && fallback;
-  }
+  if constexpr (Hook::template present<E> && leaf_hook_checked<Hook, E, Path>()) return static_cast<bool>(Hook::call(e, keypath<Path>{}, x));
+  else return fallback;
 }
 
 }  // namespace optim::detail
