@@ -287,6 +287,53 @@ TEST_CASE("rates: learning_rate(group) is the group's rate; its ratio scales eta
 }
 
 namespace optim_test {
+// Two groups whose rules wrap and chain others: a rule field is named by its path in the rule.
+struct Wrapped {
+  auto param_group(auto kp) const {
+    if constexpr (kp.view().starts_with("layer_1")) return nitro::group<"encoder">{};
+    else return nitro::group<"head">{};
+  }
+  double learning_rate() const { return 1e-2; }
+  auto optimizer(nitro::group<"encoder">) const { return optim::sam(optim::adamw({.beta1 = 0.8})); }
+  auto optimizer(nitro::group<"head">) const { return optim::chain(optim::sgd({.momentum = 0.5}), optim::sgd({.momentum = 0.7})); }
+};
+}  // namespace optim_test
+
+TEST_CASE("rule fields by path: sam.adamw.beta1, chain.2.momentum; a key or field() names a path or a tail of it") {
+  using nitro::optim::rule_paths_t;
+  static_assert(rule_paths_t<decltype(optim::sam(optim::adamw()))>::views[0] == "sam.adamw.beta1");
+  static_assert(rule_paths_t<decltype(optim::sam(optim::adamw()))>::views[3] == "sam.rho");
+  static_assert(rule_paths_t<decltype(optim::asam(optim::adam()))>::views[4] == "asam.adaptive_eta");
+  static_assert(rule_paths_t<decltype(optim::chain(optim::decayed_weights(1e-4), optim::sgd()))>::views[1] == "chain.2.momentum");
+  static_assert(rule_paths_t<decltype(optim::sam(optim::chain(optim::sgd(), optim::lion())))>::views[2] == "sam.chain.2.beta1");
+  static_assert(nitro::optim::names_path("sam.adamw.beta1", "beta1") && nitro::optim::names_path("sam.adamw.beta1", "adamw.beta1") &&
+                !nitro::optim::names_path("sam.adamw.beta1", "ta1") && !nitro::optim::names_path("sam.adamw.beta1", "sam.beta1"));
+
+  using Map = decltype(nitro::schedule_map{nitro::key<"adamw.beta1"> = 0.6, nitro::key<"opt.head.chain.2.momentum"> = 0.3, nitro::key<"opt.1.momentum"> = 0.2});
+  using P = optim::program<Wrapped, NetSpec, Map>;
+  P::store_type store;
+  Wrapped e;
+  P p(e, store, Map{nitro::key<"adamw.beta1"> = 0.6, nitro::key<"opt.head.chain.2.momentum"> = 0.3, nitro::key<"opt.1.momentum"> = 0.2}, {.horizon = 1});
+  p.begin_step(e);
+  CHECK(p.field("encoder", "beta1") == doctest::Approx(0.6));
+  CHECK(p.field("encoder", "sam.adamw.beta1") == doctest::Approx(0.6));
+  CHECK(p.field("encoder", "rho") == doctest::Approx(0.05));
+  CHECK(p.field("head", "chain.1.momentum") == doctest::Approx(0.2));  // each key drives its own rule of the chain
+  CHECK(p.field("head", "2.momentum") == doctest::Approx(0.3));
+  // one name for two fields of a group is refused, naming both paths
+  CHECK_THROWS_WITH_AS(p.field("head", "momentum"), doctest::Contains("'momentum' names 2 fields: chain.1.momentum, chain.2.momentum"), nitro::error);
+  CHECK_THROWS_WITH_AS(p.field("encoder", "sam.beta1"), doctest::Contains("E-OPT-018"), nitro::error);
+  const std::string d = p.describe();
+  CHECK(d.find("adamw.beta1 = 0.6  ->  opt: encoder.sam.adamw.beta1\n") != std::string::npos);
+  CHECK(d.find("opt.head.chain.2.momentum = 0.3  ->  opt, path-bound: head.chain.2.momentum\n") != std::string::npos);
+  const auto l = p.landings();
+  REQUIRE(l.size() == 3);
+  CHECK((l[0].key == "adamw.beta1" && l[0].group == "encoder" && l[0].field == "sam.adamw.beta1"));
+  CHECK((l[1].group == "head" && l[1].field == "chain.2.momentum"));
+  CHECK((l[2].key == "opt.1.momentum" && l[2].field == "chain.1.momentum"));
+}
+
+namespace optim_test {
 template <class Anchor>
 struct Decaying {
   Anchor anchor;
@@ -504,7 +551,8 @@ TEST_CASE("a schedule key reaches a Device field: written each step, read by the
   CHECK(d.groups[0].params == 784 * 32 + 32 + 32 * 10 + 10);
   CHECK(d.optimizer == "adamw(beta1=0.9, beta2=0.999, eps=1e-08)");
   REQUIRE(d.landings.size() == 2);
-  CHECK(d.landings[1].field == "default.eta");
+  CHECK((d.landings[1].group == "default" && d.landings[1].field == "eta"));
+  CHECK((d.landings[0].group.empty() && d.landings[0].field == "device.smoothing"));
   // the same by the run keyword, qualified; the keyword wins over the accessor
   nitro::Nitro k(Smoothed{}, nitro::schedules = nitro::schedule_map{nitro::key<"device.smoothing"> = 0.3});
   ld.start_epoch(0);
@@ -547,7 +595,7 @@ TEST_CASE("values out of range are errors at setup, never at step N") {
   CHECK_THROWS_WITH_AS(nitro::Nitro(Bad{}), doctest::Contains("E-SCHED-010: the schedule for 'eta' gives -0.001 at step 40 of 40"), nitro::error);
   CHECK_THROWS_WITH_AS(nitro::Nitro(BadRate{}), doctest::Contains("E-OPT-010"), nitro::error);
   CHECK_THROWS_WITH_AS(nitro::Nitro(ZeroBase{}), doctest::Contains("E-OPT-012"), nitro::error);
-  CHECK_THROWS_WITH_AS(nitro::Nitro(BadBeta{}), doctest::Contains("group 'default': beta1 is 1.5; it must be in [0, 1)"), nitro::error);
+  CHECK_THROWS_WITH_AS(nitro::Nitro(BadBeta{}), doctest::Contains("group 'default': adam.beta1 is 1.5; it must be in [0, 1)"), nitro::error);
 }
 
 namespace optim_test {

@@ -964,63 +964,6 @@ TEST_SUITE("history and show") {
     CHECK_THROWS_WITH_AS(h.add(1, 1, "valid", values({{"epoch", 1.0}})), doctest::Contains("E-LOG-005"), nitro::error);
   }
 
-  TEST_CASE("show: the golden layout, from plain description structs") {
-    nitro::handle_description d;
-    d.experiment = "FashionMLP<256>";
-    d.graph_consts = "width=256";
-    d.backend = "cpu (Eigen)";
-    d.model = "chain(dense<784, 256, relu>, dense<256, 10>)";
-    d.parameters = 203530;
-    d.fields = {{"width", "GraphConst", "256"}, {"smoothing", "Device", "0.05"}, {"lr", "Host", "0.001"}};
-    d.keywords = {{"seed", "1", nitro::keyword_source::fallback, false, ""},
-                  {"max_epochs", "5", nitro::keyword_source::field, false, ""},
-                  {"weights", "old.safetensors", nitro::keyword_source::keyword, true, "given as `checkpoint`, the deprecated spelling of weights"}};
-    d.data = "fashion_mnist";
-    d.splits = {nitro::describe_split("train", 55000, 128, true, 2, true, "to_device(img, label); host only: idx"),
-                nitro::describe_split("valid", 5000, 128, false, 2, false, "to_device(img, label); host only: idx")};
-    d.hooks = {"forward(img) -> loss(label), metrics(label)", "metrics accumulate on device; finalize_metrics runs on host"};
-    d.gradient_clip_norm = 1.0;
-    d.schedules = {{"eta", "accessor", "opt.eta (rule field, every group)", "one_cycle(0.001)"},
-                   {"smoothing", "accessor", "device.smoothing", "ramp(0, 0.1)"}};
-    d.groups = {{"default", 203000, 0.001, 1.0, "zero", 0.01, "adamw(beta1=0.9, beta2=0.999, eps=1e-08)"},
-                {"no_decay", 530, 0.001, 1.0, "zero", 0.0, "adamw(beta1=0.9, beta2=0.999, eps=1e-08)"}};
-    d.optimizer = "sam(rho=0.05) around adamw";
-    d.landings = {{"eta", "inner.adamw.eta"}};
-    CHECK(nitro::show_text(d) ==
-          "Nitro FashionMLP<256>\n"
-          "  program     FashionMLP<256>  [width=256]\n"
-          "  backend     cpu (Eigen)\n"
-          "  model       chain(dense<784, 256, relu>, dense<256, 10>)\n"
-          "  parameters  203530 in 1 flat buffer, state 0\n"
-          "  fields\n"
-          "    width      GraphConst  256\n"
-          "    smoothing  Device      0.05\n"
-          "    lr         Host        0.001\n"
-          "  run keywords\n"
-          "    seed        1                default\n"
-          "    max_epochs  5                field\n"
-          "    weights     old.safetensors  keyword  (given as `checkpoint`, the deprecated spelling of weights)\n"
-          "bindings\n"
-          "  data fashion_mnist\n"
-          "    split  samples  batches  batch  prefetch\n"
-          "    train    55000      429    128  loader thread, 2 ahead, shuffled, full batches; to_device(img, label); host only: idx\n"
-          "    valid     5000       40    128  loader thread, 2 ahead; to_device(img, label); host only: idx\n"
-          "  hooks\n"
-          "    forward(img) -> loss(label), metrics(label)\n"
-          "    metrics accumulate on device; finalize_metrics runs on host\n"
-          "  gradient_clip_norm  1 (global norm, before every group)\n"
-          "  schedules\n"
-          "    key        source    binds to                           curve\n"
-          "    eta        accessor  opt.eta (rule field, every group)  one_cycle(0.001)\n"
-          "    smoothing  accessor  device.smoothing                   ramp(0, 0.1)\n"
-          "  parameter groups\n"
-          "    group     params   rate  ratio  anchor  decay  rule\n"
-          "    default   203000  0.001      1  zero     0.01  adamw(beta1=0.9, beta2=0.999, eps=1e-08)\n"
-          "    no_decay     530  0.001      1  zero        0  adamw(beta1=0.9, beta2=0.999, eps=1e-08)\n"
-          "  optimizer  sam(rho=0.05) around adamw\n"
-          "    scheduled value  lands in\n"
-          "    eta              inner.adamw.eta\n");
-  }
 }
 
 // =====================================================================================================
@@ -1100,6 +1043,53 @@ struct Exp {
 };
 NITRO_EXPERIMENT(Exp, batch_size);
 }  // namespace concat_test
+
+// ---- show() on a real handle: a wrapped rule and a chain, the field each value lands in -------------
+namespace show_test {
+struct Exp : concat_test::Exp {
+  auto build_model() const { return nitro::nn::chain(nitro::nn::dense<2, 4>(nitro::nn::tanh), nitro::nn::dense<4, 1>()); }
+  auto param_group(auto kp) const {
+    if constexpr (kp.view().starts_with("layer_1")) return nitro::group<"encoder">{};
+    else return nitro::group<"head">{};
+  }
+  double learning_rate() const { return 0.01; }
+  double learning_rate(nitro::group<"head">) const { return 0.005; }
+  auto optimizer(nitro::group<"encoder">) const { return nitro::optim::sam(nitro::optim::adamw()); }
+  auto optimizer(nitro::group<"head">) const { return nitro::optim::chain(nitro::optim::sgd({.momentum = 0.5}), nitro::optim::sgd({.momentum = 0.7})); }
+  auto schedules() const {
+    return nitro::schedule_map{nitro::key<"eta"> = nitro::sched::cosine(0.01), nitro::key<"beta1"> = 0.85,
+                               nitro::key<"opt.head.chain.2.momentum"> = 0.3};
+  }
+};
+NITRO_EXPERIMENT(Exp, batch_size);
+}  // namespace show_test
+
+TEST_CASE("show() on a real handle: groups, rules, and each scheduled value's field by its path in the rule") {
+  nitro::Nitro h(show_test::Exp{}, nitro::logger = nitro::no_loggers);
+  const std::string text = nitro::show_text(h.description());
+  const auto from = text.find("\nbindings\n");
+  REQUIRE(from != std::string::npos);
+  CHECK(text.substr(text.find("\n  gradient_clip_norm", from) + 1) ==
+        "  gradient_clip_norm  none\n"
+        "  schedules\n"
+        "    key                        source    binds to                                curve\n"
+        "    eta                        accessor  opt: encoder.eta (x1), head.eta (x0.5)  cosine(0.01 -> 0)\n"
+        "    beta1                      accessor  opt: encoder.sam.adamw.beta1            0.85\n"
+        "    opt.head.chain.2.momentum  accessor  opt, path-bound: head.chain.2.momentum  0.3\n"
+        "  parameter groups\n"
+        "    group    params   rate  ratio  anchor  decay  rule\n"
+        "    encoder      12   0.01      1  zero     0.01  sam(adamw(beta1=0.85, beta2=0.999, eps=1e-08), rho=0.05)\n"
+        "    head          5  0.005    0.5  zero        0  chain(sgd(momentum=0.5, dampening=0), sgd(momentum=0.3, dampening=0))\n"
+        "  optimizer  encoder: sam(adamw(beta1=0.85, beta2=0.999, eps=1e-08), rho=0.05); head: chain(sgd(momentum=0.5, dampening=0), sgd(momentum=0.3, dampening=0))\n"
+        "    scheduled value            group    lands in\n"
+        "    eta                        encoder  eta\n"
+        "    eta                        head     eta\n"
+        "    beta1                      encoder  sam.adamw.beta1\n"
+        "    opt.head.chain.2.momentum  head     chain.2.momentum\n");
+  // the report a run writes is this text (test_trainer_e2e), and the landings are the optimizer's own
+  CHECK(h.optimizer().field("head", "chain.2.momentum") == doctest::Approx(0.3));
+  CHECK(h.optimizer().field("head", "chain.1.momentum") == doctest::Approx(0.5));
+}
 
 TEST_CASE(":concat through evaluate(): every sample of the split once, in order, the partial last batch included") {
   nitro::Nitro h(concat_test::Exp{}, nitro::logger = nitro::no_loggers);

@@ -313,16 +313,16 @@ TEST_CASE("show(): the golden text for fashion_mlp") {
         "    metrics accumulate on device; finalize_metrics runs on host\n"
         "  gradient_clip_norm  none\n"
         "  schedules\n"
-        "    key    source    binds to            curve\n"
-        "    eta    accessor  opt: head.eta (x1)  one_cycle(max 0.003, pct_start 0.3, div 25, final_div 10000)\n"
-        "    beta1  accessor  opt: head.beta1     one_cycle_momentum(0.95 -> 0.85 -> 0.95)\n"
+        "    key    source    binds to               curve\n"
+        "    eta    accessor  opt: head.eta (x1)     one_cycle(max 0.003, pct_start 0.3, div 25, final_div 10000)\n"
+        "    beta1  accessor  opt: head.adamw.beta1  one_cycle_momentum(0.95 -> 0.85 -> 0.95)\n"
         "  parameter groups\n"
         "    group  params     rate  ratio  anchor  decay  rule\n"
         "    head   269322  0.00012      1  zero     0.01  adamw(beta1=0.95, beta2=0.999, eps=1e-08)\n"
         "  optimizer  adamw(beta1=0.95, beta2=0.999, eps=1e-08)\n"
-        "    scheduled value  lands in\n"
-        "    eta              head.eta\n"
-        "    beta1            head.beta1 in adamw(beta1=0.95, beta2=0.999, eps=1e-08)\n");
+        "    scheduled value  group  lands in\n"
+        "    eta              head   eta\n"
+        "    beta1            head   adamw.beta1\n");
 }
 
 TEST_CASE("history(): the golden table of a short fashion_mlp run") {

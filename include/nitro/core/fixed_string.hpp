@@ -57,16 +57,34 @@ constexpr fixed_string<A + B> concat(fixed_string<A> const& a, fixed_string<B> c
   return out;
 }
 
+// "12" from the number 12, at compile time.
+template <std::size_t I>
+constexpr auto number_text() noexcept {
+  constexpr std::size_t digits = [] { std::size_t d = 1; for (std::size_t v = I; v >= 10; v /= 10) ++d; return d; }();
+  fixed_string<digits> out;
+  std::size_t v = I;
+  for (std::size_t i = 0; i < digits; ++i) { out.chars[digits - 1 - i] = char('0' + v % 10); v /= 10; }
+  return out;
+}
+
 // "layer_1" from the number 1, at compile time (chain children are named this way, as in Lux).
 template <std::size_t I>
 constexpr auto layer_name() noexcept {
-  constexpr std::size_t digits = [] { std::size_t d = 1; for (std::size_t v = I; v >= 10; v /= 10) ++d; return d; }();
-  fixed_string<6 + digits> out;
-  char const prefix[] = "layer_";
-  for (std::size_t i = 0; i < 6; ++i) out.chars[i] = prefix[i];
-  std::size_t v = I;
-  for (std::size_t i = 0; i < digits; ++i) { out.chars[6 + digits - 1 - i] = char('0' + v % 10); v /= 10; }
-  return out;
+  return concat(fixed_string{"layer_"}, number_text<I>());
+}
+
+// "momentum" from "sgd.momentum": a dotted path without its first segment (the whole path when it
+// has one segment).
+template <fixed_string P>
+constexpr auto without_head() noexcept {
+  constexpr std::size_t dot = P.view().find('.');
+  if constexpr (dot == std::string_view::npos) {
+    return P;
+  } else {
+    fixed_string<P.size() - dot - 1> out;
+    for (std::size_t i = 0; i < out.size(); ++i) out.chars[i] = P.chars[dot + 1 + i];
+    return out;
+  }
 }
 
 }  // namespace nitro

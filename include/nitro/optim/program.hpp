@@ -88,7 +88,8 @@ struct schedule_info {
 // Where one key's value lands: one row per group field it drives (or the Device field).
 struct schedule_landing {
   std::string key;
-  std::string field;     // "encoder.beta1 in asam(adamw(...))", "device.smoothing"
+  std::string group;     // "encoder"; empty for a Device field
+  std::string field;     // the field's path in the group's program: "asam.adamw.beta1", "eta"; "device.smoothing"
 };
 
 namespace detail {
@@ -113,6 +114,7 @@ struct group_traits {
   using rule_type = rule_for_t<E, tag>;
   using anchor_type = anchor_for_t<E, tag>;
   using fields = program_fields<rule_type>;
+  using paths = program_paths<rule_type>;  // each field's path inside the rule: eta, lambda, adamw.beta1
   static constexpr std::size_t field_count = fields::size;
   static constexpr std::size_t state_count = rule_type::states::size;
   static constexpr bool has_anchor = !std::is_same_v<anchor_type, anchor::zero_t>;
@@ -188,8 +190,8 @@ class program {
   template <class Seq> struct states_of;
   template <std::size_t... GI> struct states_of<std::index_sequence<GI...>> {
     using type = std::tuple<detail::group_state<traits<GI>>...>;
-    using fields = std::tuple<typename traits<GI>::fields...>;
-    using ns = detail::opt_namespace<typename traits<GI>::fields...>;
+    using fields = std::tuple<typename traits<GI>::paths...>;
+    using ns = detail::opt_namespace<typename traits<GI>::paths...>;
   };
   using group_seq = std::make_index_sequence<group_count>;
   using group_states = typename states_of<group_seq>::type;
@@ -219,15 +221,10 @@ class program {
     for (std::size_t k = 0; k < key_count; ++k) r[k] = detail::resolve_key<E, layout, ns>(keys::names[k]);
     return r;
   }();
-  static constexpr detail::slot_id slot_of(detail::key_resolution const& r) noexcept {
-    if (r.status == detail::key_status::device) return {0, r.device_slot, -1, {}};
-    if (r.status == detail::key_status::opt_all) return {1, -1, -1, r.field};
-    return {2, -1, r.group, r.field};
-  }
   static constexpr std::pair<int, int> duplicate_keys = [] {
     for (std::size_t i = 0; i < key_count; ++i)
       for (std::size_t j = i + 1; j < key_count; ++j)
-        if (slot_of(resolutions[i]) == slot_of(resolutions[j])) return std::pair<int, int>{int(i), int(j)};
+        if (detail::same_slot<ns>(resolutions[i], resolutions[j])) return std::pair<int, int>{int(i), int(j)};
     return std::pair<int, int>{-1, -1};
   }();
   static constexpr bool no_duplicates = [] {
@@ -241,13 +238,13 @@ class program {
   // source[g][f]: the key driving field f of group g (a path key over a bare one), or -1
   template <std::size_t GI>
   static constexpr auto sources_of() {
-    using F = typename traits<GI>::fields;
+    using F = typename traits<GI>::paths;
     std::array<int, F::size> s{};
     for (std::size_t f = 0; f < F::size; ++f) {
       int path = -1, bare = -1;
       for (std::size_t k = 0; k < key_count; ++k) {
         auto const& r = resolutions[k];
-        if (r.field != F::views[f]) continue;
+        if (!names_path(F::views[f], r.field)) continue;
         if (r.status == detail::key_status::opt_group && r.group == int(GI)) path = int(k);
         if (r.status == detail::key_status::opt_all) bare = int(k);
       }
@@ -369,18 +366,29 @@ class program {
   double last_gradient_norm() const noexcept { return m_last_norm; }  // before clipping (0 when clipping is off)
   std::int64_t chain_applications() const noexcept { return m_chain_calls; }  // group updates since construction
 
-  // The current value of a group's field (eta, lambda, beta1, ...): what the coming or last step uses.
+  // The current value of a group's field (eta, lambda, beta1, ...): what the coming or last step
+  // uses. The field is named as a schedule key names it: by its path in the rule or a tail of it
+  // (beta1, adamw.beta1, sam.adamw.beta1; chain.2.momentum where two rules have a momentum).
   double field(std::string_view group_name, std::string_view field_name) const {
     double out = 0;
-    bool found_group = false, found = false;
+    bool found_group = false;
+    std::string named;  // the paths field_name names in the group
+    std::size_t count = 0;
     for_each_group([&]<std::size_t GI>(auto const& gs) {
       if (layout::group_names[GI] != group_name) return;
       found_group = true;
-      const int f = traits<GI>::fields::index_of(field_name);
-      if (f >= 0) { out = gs.values[std::size_t(f)]; found = true; }
+      using P = typename traits<GI>::paths;
+      for (std::size_t f = 0; f < P::size; ++f)
+        if (names_path(P::views[f], field_name)) {
+          out = gs.values[f];
+          named += (count++ ? ", " : "") + std::string(P::views[f]);
+        }
     });
     if (!found_group) throw error("E-OPT-018", "the optimizer has no group called '" + std::string(group_name) + "' (it has: " + group_list() + ")", "name a group param_group produces");
-    if (!found) throw error("E-OPT-018", "group '" + std::string(group_name) + "' has no field '" + std::string(field_name) + "'", "name a field of the group's rule (see describe())");
+    if (count == 0) throw error("E-OPT-018", "group '" + std::string(group_name) + "' has no field '" + std::string(field_name) + "'", "name a field of the group's rule (see describe())");
+    if (count > 1)
+      throw error("E-OPT-018", "in group '" + std::string(group_name) + "', '" + std::string(field_name) + "' names " + std::to_string(count) + " fields: " + named,
+                  "name one by its path");
     return out;
   }
 
@@ -545,7 +553,7 @@ class program {
     for (std::size_t f = 0; f < T::field_count; ++f)
       if (!in_domain(T::field_domain(f), gs.static_values[f]))
         throw error("E-OPT-010",
-                    "group '" + gname + "': " + std::string(T::fields::views[f]) + " is " + detail::format_number(gs.static_values[f]) + "; it must be " +
+                    "group '" + gname + "': " + std::string(T::paths::views[f]) + " is " + detail::format_number(gs.static_values[f]) + "; it must be " +
                         to_string(T::field_domain(f)),
                     f == 1 ? "return a lambda >= 0 from lambda(group)" : "give the rule a value in range");
 
@@ -626,7 +634,7 @@ class program {
             if (src[f] != int(k)) continue;
             const double x = f == 0 ? v * gs.ratio : v;
             if (!in_domain(traits<GI>::field_domain(f), x))
-              fail(k, t, x, "group '" + std::string(layout::group_names[GI]) + "' field " + std::string(traits<GI>::fields::views[f]),
+              fail(k, t, x, "group '" + std::string(layout::group_names[GI]) + "' field " + std::string(traits<GI>::paths::views[f]),
                    to_string(traits<GI>::field_domain(f)));
           }
         });
@@ -718,7 +726,7 @@ class program {
         constexpr auto src = sources_of<GI>();
         for (std::size_t f = 0; f < src.size(); ++f) {
           if (src[f] != int(K)) continue;
-          line += (first ? "" : ", ") + std::string(layout::group_names[GI]) + "." + std::string(traits<GI>::fields::views[f]);
+          line += (first ? "" : ", ") + std::string(layout::group_names[GI]) + "." + std::string(traits<GI>::paths::views[f]);
           if (f == 0) line += " (x" + detail::format_number(gs.ratio) + ")";
           first = false;
         }
@@ -731,14 +739,13 @@ class program {
   void landings_of(std::vector<schedule_landing>& out) const {
     constexpr auto r = resolutions[K];
     if constexpr (r.status == detail::key_status::device) {
-      out.push_back({std::string(keys::names[K]), "device." + std::string(r.field)});
+      out.push_back({std::string(keys::names[K]), std::string(), "device." + std::string(r.field)});
     } else {
-      for_each_group([&]<std::size_t GI>(auto const& gs) {
+      for_each_group([&]<std::size_t GI>(auto const&) {
         constexpr auto src = sources_of<GI>();
         for (std::size_t f = 0; f < src.size(); ++f)
           if (src[f] == int(K))
-            out.push_back({std::string(keys::names[K]), std::string(layout::group_names[GI]) + "." + std::string(traits<GI>::fields::views[f]) +
-                                                            (f < 2 ? std::string() : " in " + gs.rule.describe(gs.values.data() + 2))});
+            out.push_back({std::string(keys::names[K]), std::string(layout::group_names[GI]), std::string(traits<GI>::paths::views[f])});
       });
     }
   }

@@ -5,6 +5,7 @@
 // at most block_size elements of a group's span, small enough to stay in L1 and wide enough for
 // the vector units (the arithmetic is Eigen array expressions, which vectorise sqrt and division):
 //   using fields = field_names<"beta1", "beta2", "eps">;   names of its scalar fields
+//   using paths = field_names<"adam.beta1", ...>;          optional: each field's path (names_path)
 //   static constexpr std::array<domain, N> domains;        what values each field accepts
 //   using states = field_names<"m", "v">;                  its state buffers, one flat buffer each per group
 //   std::array<double, N> values;                          the fields' values when nothing schedules them
@@ -77,12 +78,48 @@ struct field_names {
     return -1;
   }
 };
+
+// A field's path inside its rule names the rule around it: "adamw.beta1", "sam.adamw.beta1",
+// "sam.rho", "chain.2.momentum" (a chain names its rules by position, from 1 as chain layers are).
+// A key or a lookup names a field by its path or by any tail of it that starts at a segment:
+// "beta1", "adamw.beta1" and "sam.adamw.beta1" all name sam(adamw)'s beta1; in chain(sgd, sgd)
+// "momentum" names two fields, and "2.momentum" or "chain.2.momentum" one.
+constexpr bool names_path(std::string_view path, std::string_view name) noexcept {
+  if (name.empty() || !path.ends_with(name)) return false;
+  return path.size() == name.size() || path[path.size() - name.size() - 1] == '.';
+}
+template <class Paths>
+constexpr std::size_t paths_named(std::string_view name) noexcept {  // how many of Paths `name` names
+  std::size_t n = 0;
+  for (auto p : Paths::views) n += names_path(p, name);
+  return n;
+}
+template <class Paths>
+constexpr int first_path_named(std::string_view name) noexcept {
+  for (std::size_t i = 0; i < Paths::size; ++i)
+    if (names_path(Paths::views[i], name)) return static_cast<int>(i);
+  return -1;
+}
 namespace detail {
 template <class... L> struct concat_names { using type = field_names<>; };
 template <fixed_string... A> struct concat_names<field_names<A...>> { using type = field_names<A...>; };
 template <fixed_string... A, fixed_string... B, class... R>
 struct concat_names<field_names<A...>, field_names<B...>, R...> {
   using type = typename concat_names<field_names<A..., B...>, R...>::type;
+};
+
+// Head.p for every path p.
+template <fixed_string Head, class Paths> struct prefixed;
+template <fixed_string Head, fixed_string... P>
+struct prefixed<Head, field_names<P...>> {
+  using type = field_names<join(Head, '.', P)...>;
+};
+template <fixed_string Head, class Paths> using prefixed_t = typename prefixed<Head, Paths>::type;
+// every path without its first segment
+template <class Paths> struct headless;
+template <fixed_string... P>
+struct headless<field_names<P...>> {
+  using type = field_names<without_head<P>()...>;
 };
 
 inline std::string format_number(double v) {
@@ -117,6 +154,14 @@ inline array_map arr(float* p, std::int64_t n) noexcept { return array_map(p, st
 inline const_array_map arr(float const* p, std::int64_t n) noexcept { return const_array_map(p, static_cast<Eigen::Index>(n)); }
 }  // namespace detail
 
+// The paths of a rule's fields (see names_path): R::paths, or its field names for a rule that
+// gives none.
+template <class R> struct rule_paths { using type = typename R::fields; };
+template <class R>
+  requires requires { typename R::paths; }
+struct rule_paths<R> { using type = typename R::paths; };
+template <class R> using rule_paths_t = typename rule_paths<R>::type;
+
 // A rule: the interface above, checked where a rule is required.
 template <class R>
 concept rule = requires(R const& r, double const* f, block const& b) {
@@ -129,7 +174,7 @@ concept rule = requires(R const& r, double const* f, block const& b) {
   { r.prepare(f, std::int64_t{1}) } -> std::same_as<typename R::consts>;
   { R::template apply<true, true>(std::declval<typename R::consts const&>(), b) } -> std::same_as<void>;
   { r.describe(f) } -> std::convertible_to<std::string>;
-} && (R::fields::size == R::domains.size());
+} && (R::fields::size == R::domains.size()) && (R::fields::size == rule_paths<R>::type::size);
 
 // SAM-wrapped rules say so (sam.hpp); plain rules do not perturb.
 template <class R> struct perturbs : std::false_type {};
@@ -144,6 +189,11 @@ struct chain_rule {
 
   using fields = typename detail::concat_names<typename R::fields...>::type;
   using states = typename detail::concat_names<typename R::states...>::type;
+  // chain.<position>.<the rule's path without its name>: chain.2.momentum
+  using paths = decltype([]<std::size_t... I>(std::index_sequence<I...>) {
+    return typename detail::concat_names<detail::prefixed_t<join(fixed_string{"chain"}, '.', number_text<I + 1>()),
+                                                            typename detail::headless<rule_paths_t<R>>::type>...>::type{};
+  }(std::index_sequence_for<R...>{}));
   static constexpr auto domains = [] {
     std::array<domain, fields::size> d{};
     std::size_t k = 0;

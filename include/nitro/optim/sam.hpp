@@ -18,6 +18,7 @@
 #include <array>    // fields
 #include <cstdint>  // int64_t
 #include <string>   // describe
+#include <type_traits>  // conditional_t
 
 namespace nitro::optim {
 
@@ -36,6 +37,8 @@ struct sam_rule {
   static constexpr bool adaptive = Adaptive;
   using own_fields = std::conditional_t<Adaptive, field_names<"rho", "adaptive_eta">, field_names<"rho">>;
   using fields = typename detail::concat_names<typename R::fields, own_fields>::type;
+  using paths = std::conditional_t<Adaptive, detail::prefixed_t<"asam", typename detail::concat_names<rule_paths_t<R>, own_fields>::type>,
+                                   detail::prefixed_t<"sam", typename detail::concat_names<rule_paths_t<R>, own_fields>::type>>;
   using states = typename R::states;
   static constexpr std::size_t rho_index = R::fields::size;
   static constexpr std::size_t adaptive_eta_index = R::fields::size + 1;

@@ -172,7 +172,7 @@ class Nitro : detail::handle_state<E, Kw...> {
     for (auto const& i : o.schedule_infos()) d.schedules.push_back({i.key, source, i.binds_to, i.curve});
     for (auto const& g : o.group_infos()) d.groups.push_back({g.name, g.params, g.rate, g.ratio, g.anchor, g.lambda, g.rule});
     d.optimizer = o.rule_summary();
-    for (auto const& l : o.landings()) d.landings.push_back({l.key, l.field});
+    for (auto const& l : o.landings()) d.landings.push_back({l.key, l.group, l.field});
   }
   // What show(h) prints and the loggers receive at setup as the binding report.
   handle_description description() const {

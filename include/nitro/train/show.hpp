@@ -5,8 +5,9 @@
 //
 // The text is made from plain description structs, so whoever knows a part fills it: the handle
 // its experiment fields, keywords, data splits and transfer set; the optimizer its parameter
-// groups, schedule keys and, for a wrapped optimizer (SAM around AdamW), the inner rule field each
-// scheduled value landed in. Layout (golden-tested in tests/unit/test_trainer.cpp):
+// groups, schedule keys and, per scheduled value, the field it lands in, named by its path inside
+// the group's rule (sam.adamw.beta1, chain.2.momentum). Layout (golden-tested on real handles in
+// tests/unit/test_trainer.cpp and test_trainer_e2e.cpp):
 //
 //   Nitro FashionMLP<256>
 //     program     FashionMLP<256>  [width=256]
@@ -30,8 +31,10 @@
 //       key  source  binds to  curve
 //     parameter groups
 //       group  params  rate  ratio  anchor  decay  rule
-//     optimizer  sam(rho=0.05) around adamw
-//       scheduled value  lands in
+//     optimizer  sam(adamw(beta1=0.9, beta2=0.999, eps=1e-08), rho=0.05)
+//       scheduled value  group    lands in
+//       eta              default  eta
+//       beta1            default  sam.adamw.beta1
 #pragma once
 
 #include "nitro/bind/binding.hpp"
@@ -79,7 +82,8 @@ struct show_group {
 };
 struct show_landing {
   std::string key;       // the scheduled value
-  std::string field;     // the inner rule field it landed in: "inner.adamw.eta"
+  std::string group;     // the parameter group; empty for a Device field
+  std::string field;     // the field's path in the group's rule: "sam.adamw.beta1", "chain.2.momentum", "eta"
 };
 
 struct handle_description {
@@ -97,7 +101,7 @@ struct handle_description {
   double gradient_clip_norm = 0;
   std::vector<show_schedule> schedules;
   std::vector<show_group> groups;
-  std::string optimizer;           // "adamw", or "sam(rho=0.05) around adamw"
+  std::string optimizer;           // the rules: "sam(adamw(beta1=0.9, ...), rho=0.05)"; per group when they differ
   std::vector<show_landing> landings;
 };
 
@@ -194,8 +198,8 @@ inline std::string show_text(handle_description const& d) {
   if (!d.optimizer.empty()) {
     s += "  optimizer  " + d.optimizer + "\n";
     if (!d.landings.empty()) {
-      std::vector<std::vector<std::string>> rows = {{"scheduled value", "lands in"}};
-      for (auto const& l : d.landings) rows.push_back({l.key, l.field});
+      std::vector<std::vector<std::string>> rows = {{"scheduled value", "group", "lands in"}};
+      for (auto const& l : d.landings) rows.push_back({l.key, l.group.empty() ? "-" : l.group, l.field});
       s += detail::show_table(rows, {}, "    ");
     }
   }

@@ -16,6 +16,7 @@
 #include <cmath>    // pow, sqrt
 #include <cstdint>  // int64_t
 #include <string>   // describe
+#include <type_traits>  // conditional_t
 
 namespace nitro::optim {
 
@@ -26,13 +27,17 @@ struct adamw_options {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, lambda = 1e-2;
 };
 
-struct adam_rule {
+// adam and adamw differ only in their name and default lambda; the name is the rule's type, so a
+// schedule key can name "adamw.beta1" at compile time.
+template <bool Decoupled>
+struct basic_adam_rule {
   using fields = field_names<"beta1", "beta2", "eps">;
+  using paths = std::conditional_t<Decoupled, detail::prefixed_t<"adamw", fields>, detail::prefixed_t<"adam", fields>>;
   using states = field_names<"m", "v">;
   static constexpr std::array<domain, 3> domains{domain::unit_open, domain::unit_open, domain::nonnegative};
+  static constexpr bool decoupled = Decoupled;
   std::array<double, 3> values{0.9, 0.999, 1e-8};
   double default_lambda = 0;
-  bool decoupled = false;  // made by adamw(): only the name and the default lambda differ
 
   using consts = rule_math::adam_consts;  // the arithmetic: tensor/rule_math.hpp, shared with the CUDA kernel
   consts prepare(double const* f, std::int64_t t) const { return rule_math::adam_consts_at(f[0], f[1], f[2], t); }
@@ -43,19 +48,20 @@ struct adam_rule {
     auto v = detail::arr(b.state[1], b.n);
     rule_math::adam_direction(u, m, v, k);
   }
-  std::string describe(double const* f) const { return std::string(decoupled ? "adamw(" : "adam(") + detail::describe_fields<fields>(f) + ")"; }
+  std::string describe(double const* f) const { return std::string(Decoupled ? "adamw(" : "adam(") + detail::describe_fields<fields>(f) + ")"; }
 };
+using adam_rule = basic_adam_rule<false>;
+using adamw_rule = basic_adam_rule<true>;
 
 constexpr adam_rule adam(adam_options o = {}) {
   adam_rule r;
   r.values = {o.beta1, o.beta2, o.eps};
   return r;
 }
-constexpr adam_rule adamw(adamw_options o = {}) {
-  adam_rule r;
+constexpr adamw_rule adamw(adamw_options o = {}) {
+  adamw_rule r;
   r.values = {o.beta1, o.beta2, o.eps};
   r.default_lambda = o.lambda;
-  r.decoupled = true;
   return r;
 }
 

@@ -17,6 +17,7 @@ namespace nitro::optim {
 
 struct decayed_weights_rule {
   using fields = field_names<"weight_decay">;
+  using paths = detail::prefixed_t<"decayed_weights", fields>;
   using states = field_names<>;
   static constexpr std::array<domain, 1> domains{domain::nonnegative};
   std::array<double, 1> values{0};

@@ -21,6 +21,7 @@ struct lion_options {
 
 struct lion_rule {
   using fields = field_names<"beta1", "beta2">;
+  using paths = detail::prefixed_t<"lion", fields>;
   using states = field_names<"m">;
   static constexpr std::array<domain, 2> domains{domain::unit_closed, domain::unit_closed};
   std::array<double, 2> values{0.9, 0.99};

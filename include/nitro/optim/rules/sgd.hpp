@@ -24,6 +24,7 @@ struct sgd_options {
 
 struct sgd_rule {
   using fields = field_names<"momentum", "dampening">;
+  using paths = detail::prefixed_t<"sgd", fields>;
   using states = field_names<"momentum_buffer">;
   static constexpr std::array<domain, 2> domains{domain::nonnegative, domain::unit_closed};
   std::array<double, 2> values{0, 0};
