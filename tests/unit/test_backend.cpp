@@ -209,11 +209,13 @@ TEST_CASE("the replicas construction fact: none by default; a job of one rank le
   CHECK(r.source == nitro::keyword_source::keyword);
 }
 
-TEST_CASE("show() says what the handle does: its loaders' own options, and no accumulation claim without a metrics hook") {
+TEST_CASE("show() says what the handle does: its loaders' own options, no accumulation claim without a metrics hook, no copies on the CPU") {
   nitro::Nitro h(Probe{}, nitro::logger = nitro::no_loggers);
   const std::string text = nitro::show_text(h.description());
   CHECK(text.find("no metrics hook: the loss is the metric") != std::string::npos);
   CHECK(text.find("accumulate on") == std::string::npos);  // Probe has no metrics hook: nothing but the loss accumulates
+  // the CPU copies nothing, and says so rather than a count derived from the setting
+  CHECK(text.find("    copies: none (the cpu backend's device memory is host memory") != std::string::npos);
   const auto train = h.loader_options_for("train"), valid = h.loader_options_for("valid");
   CHECK(train.shuffle);
   CHECK(train.drop_last);

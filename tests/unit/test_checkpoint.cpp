@@ -750,11 +750,18 @@ TEST_CASE("grammar: every form reads as written") {
   CHECK_FALSE(nitro::is_weights_keyword_v<ema_keyword>);
 
   std::string warned;
-  auto r = nitro::weights_ref::deprecated_checkpoint_path("old.safetensors", [&](std::string_view s) { warned = s; });
+  auto r = nitro::weights_ref::deprecated_checkpoint("old.safetensors", [&](std::string_view s) { warned = s; });
   CHECK(r.deprecated_spelling());
   CHECK(r.path() == "old.safetensors");
   CHECK(warned.find("W-CKPT-001") != std::string::npos);
   CHECK(warned.find("weights = \"old.safetensors\"") != std::string::npos);
+  // `checkpoint = latest >> best`: the same reference, not a path (it read `weights = "" names no file`)
+  auto run = nitro::weights_ref::deprecated_checkpoint(nitro::latest >> nitro::best, [&](std::string_view s) { warned = s; });
+  CHECK(run.which() == nitro::weights_ref::kind::checkpoint);
+  CHECK(run.to_string() == "latest >> Best(1)");
+  CHECK(warned ==
+        "W-CKPT-001: `checkpoint = latest >> Best(1)` is the deprecated spelling of `weights = latest >> Best(1)`; it still works. Fix: "
+        "write nitro::weights = latest >> Best(1).");
 }
 
 TEST_CASE("grammar: the values travel through the run keywords as the handle receives them") {

@@ -353,7 +353,7 @@ TEST_CASE("eval_weights: nitro::ema evaluates the average, nitro::best this run'
   CHECK(nitro_test::code_and_sentence_of([&] { (void)none.evaluate("test"); }).rfind("E-CKPT-031", 0) == 0);
 }
 
-TEST_CASE("w0 = nitro::weights anchors decay at the loaded weights; checkpoint = path still loads them, with a warning") {
+TEST_CASE("w0 = nitro::weights anchors decay at the loaded weights; checkpoint = path or run >> checkpoint still loads them, with a warning") {
   const fs::path runs = fresh_dir("w0");
   nitro::Nitro src(Anchored{}, nitro::seed = 3, nitro::max_epochs = 1, nitro::run_dir = runs.string(), nitro::logger = nitro::no_loggers,
                    nitro::kw::checkpointer = nitro::checkpoint_policy{});
@@ -384,6 +384,8 @@ TEST_CASE("w0 = nitro::weights anchors decay at the loaded weights; checkpoint =
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #endif
   nitro::Nitro old(Anchored{}, nitro::kw::checkpoint = file.string());
+  // the note's deprecated spelling with a run reference (it read `weights = "" names no file`)
+  nitro::Nitro by_run(Anchored{}, nitro::kw::checkpoint = src >> nitro::latest);
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
@@ -392,7 +394,12 @@ TEST_CASE("w0 = nitro::weights anchors decay at the loaded weights; checkpoint =
   ::close(fd);
   ::close(saved);
   CHECK(params_of(old) == params_of(src));
-  CHECK(slurp(log).rfind("W-CKPT-001: `checkpoint = \"" + file.string() + "\"` is the deprecated spelling of `weights =", 0) == 0);
+  CHECK(params_of(by_run) == params_of(src));
+  const std::string warned = slurp(log);
+  CHECK(warned.rfind("W-CKPT-001: `checkpoint = \"" + file.string() + "\"` is the deprecated spelling of `weights =", 0) == 0);
+  const std::string ref = "run(" + src.run_directory().string() + ") >> Last(1)";
+  CHECK(warned.find("\nW-CKPT-001: `checkpoint = " + ref + "` is the deprecated spelling of `weights = " + ref + "`; it still works.") !=
+        std::string::npos);
   auto records = old.keywords().records();
   CHECK(records[21].name == "weights");
   CHECK(records[21].note.find("deprecated") != std::string::npos);

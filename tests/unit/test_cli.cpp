@@ -21,9 +21,15 @@ struct FwdIn { BOOST_HANA_DEFINE_STRUCT(FwdIn, (nitro::Tensor, x)); };
 struct LossIn { BOOST_HANA_DEFINE_STRUCT(LossIn, (nitro::Tensor, y)); };
 struct Metrics { BOOST_HANA_DEFINE_STRUCT(Metrics, (nitro::mean_of, acc)); };
 
-// Two classes told apart by the sign of x0 + x1 - x2: learnable in a few steps.
-inline nitro::data::dataset<Batch> make_data(std::int64_t n) {
-  auto split = [](std::int64_t count, std::uint64_t seed) {
+// Which way the labels go: an enum knob, selected by name (--set rule=flipped).
+enum class data_rule { signs, flipped };
+NITRO_KNOB_ENUM(data_rule, signs, flipped)
+
+// Two classes told apart by the sign of x0 + x1 - x2: learnable in a few steps. `held_out` sizes the
+// valid and test splits (a list knob).
+inline nitro::data::dataset<Batch> make_data(std::int64_t n, data_rule rule = data_rule::signs,
+                                             std::array<std::int64_t, 2> held_out = {64, 64}) {
+  auto split = [rule](std::int64_t count, std::uint64_t seed) {
     Batch b{nitro::Tensor::owned({4, count}), nitro::Tensor::owned({2, count})};
     nitro::rng g(seed);
     for (std::int64_t i = 0; i < count; ++i) {
@@ -33,16 +39,17 @@ inline nitro::data::dataset<Batch> make_data(std::int64_t n) {
         b.x(f, i) = v;
         s += f == 2 ? -v : (f == 3 ? 0.0f : v);
       }
-      b.y(s > 0 ? 1 : 0, i) = 1.0f;
+      b.y((s > 0) == (rule == data_rule::signs) ? 1 : 0, i) = 1.0f;
     }
     return b;
   };
   nitro::data::dataset<Batch> d;
   d.name = "signs";
-  d.fingerprint = "signs:" + std::to_string(n);
+  d.fingerprint = std::string(nitro::symbol_name(rule)) + ":" + std::to_string(n) + ":" + std::to_string(held_out[0]) + ":" +
+                  std::to_string(held_out[1]);
   d.splits.emplace_back("train", split(n, 1));
-  d.splits.emplace_back("valid", split(64, 2));
-  d.splits.emplace_back("test", split(64, 3));
+  d.splits.emplace_back("valid", split(held_out[0], 2));
+  d.splits.emplace_back("test", split(held_out[1], 3));
   return d;
 }
 
@@ -54,11 +61,14 @@ struct Tiny {
   int max_epochs = 2;
   std::int64_t batch_size = 16;
   std::int64_t n_samples = 256;
+  data_rule rule = data_rule::signs;
+  std::array<std::int64_t, 2> held_out{64, 64};
 
   static constexpr auto knobs() {
     return nitro::knobs(nitro::knob<"lr">("learning rate"), nitro::knob<"width">("hidden width"), nitro::knob<"smoothing">(),
                         nitro::knob<"max_epochs">("epochs"), nitro::knob<"n_samples">("training samples"),
-                        nitro::knob<"log_every_n_steps">("steps per train line"));
+                        nitro::knob<"log_every_n_steps">("steps per train line"), nitro::knob<"rule">("label rule"),
+                        nitro::knob<"held_out">("valid and test samples"));
   }
   static constexpr auto variants() {
     return nitro::variants(nitro::variant<"quick">(nitro::set<"max_epochs">(1), nitro::set<"n_samples">(128)),
@@ -76,7 +86,7 @@ struct Tiny {
     return nitro::checkpoint_policy{.every = nitro::every_epochs(1), .keep_last = 3, .keep_best = 1};
   }
 
-  auto build_data() const { return make_data(n_samples); }
+  auto build_data() const { return make_data(n_samples, rule, held_out); }
   auto build_model() const {
     constexpr int W = decltype(width)::value;
     return nitro::nn::chain(nitro::nn::dense<4, W>(nitro::nn::relu), nitro::nn::dense<W, 2>());
@@ -87,7 +97,7 @@ struct Tiny {
     return Metrics{.acc = {nitro::nn::correct_count(logits, in.y), double(in.y.batch())}};
   }
 };
-NITRO_EXPERIMENT(Tiny, width, smoothing, lr, max_epochs, batch_size, n_samples);
+NITRO_EXPERIMENT(Tiny, width, smoothing, lr, max_epochs, batch_size, n_samples, rule, held_out);
 
 // The note's own example (spec/knobs-variants-sweeps.txt, "Seeing them"), declared in C++.
 struct NoteRun {
@@ -197,13 +207,15 @@ TEST_CASE("variants prints the note's layout") {
   CHECK(r.rc == 0);
   CHECK(r.out ==
         "knobs:\n"
-        "  lr                 0.01  learning rate\n"
-        "  width              8     hidden width\n"
+        "  lr                 0.01     learning rate\n"
+        "  width              8        hidden width\n"
         "  smoothing          0\n"
-        "  max_epochs         2     epochs\n"
-        "  n_samples          256   training samples\n"
-        "  log_every_n_steps  50    steps per train line\n"
-        "  seed               1     the run seed; every random stream folds it in\n"
+        "  max_epochs         2        epochs\n"
+        "  n_samples          256      training samples\n"
+        "  log_every_n_steps  50       steps per train line\n"
+        "  rule               signs    label rule\n"
+        "  held_out           [64,64]  valid and test samples\n"
+        "  seed               1        the run seed; every random stream folds it in\n"
         "variants:\n"
         "  quick  max_epochs=1 n_samples=128\n"
         "  wide   width=16\n"
@@ -232,9 +244,9 @@ TEST_CASE("explain shows every knob and run keyword with value, source and doc")
   INFO(r.out);
   CHECK(r.rc == 0);
   CHECK(r.out.find("program Tiny<width=8>  (variant quick)\n") == 0);
-  CHECK(r.out.find("  lr                 0.05  set      learning rate\n") != std::string::npos);
-  CHECK(r.out.find("  max_epochs         1     variant  epochs\n") != std::string::npos);
-  CHECK(r.out.find("  width              8     default  hidden width\n") != std::string::npos);
+  CHECK(r.out.find("  lr                 0.05     set      learning rate\n") != std::string::npos);
+  CHECK(r.out.find("  max_epochs         1        variant  epochs\n") != std::string::npos);
+  CHECK(r.out.find("  width              8        default  hidden width\n") != std::string::npos);
   // a run keyword's row, its columns joined by one space
   auto row = [&](std::string const& name) {
     const auto at = r.out.find("\n  " + name + " ", r.out.find("run keywords:\n"));
@@ -362,12 +374,49 @@ TEST_CASE("run records the selection everywhere, and eval reproduces the recorde
   CHECK(w.out.find("state: finished") != std::string::npos);
 }
 
+TEST_CASE("an enum knob is set by name, a list knob as a list; both reach the experiment and its records") {
+  const std::string dir = tmp_dir("cli/typed");
+  auto r = cli({"run", "--set", "rule=:flipped", "--set", "held_out=[32,48]", "--steps", "2", "--run-dir", dir, "--id", "t", "--quiet"});
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const std::string run = dir + "/tiny-rule=_flipped-held_out=_32_48_-t";  // what a file name holds
+  REQUIRE(std::filesystem::exists(run + "/manifest.json"));
+  auto m = nitro::read_json(run + "/manifest.json");
+  CHECK(m["knobs"]["rule"]["value"] == "flipped");  // the note's `:flipped` is the name
+  CHECK(m["knobs"]["rule"]["source"] == "set");
+  CHECK(m["knobs"]["held_out"]["value"] == nlohmann::ordered_json::array({32, 48}));
+  CHECK(m["data"]["splits"]["valid"] == 32);  // build_data saw both
+  CHECK(m["data"]["splits"]["test"] == 48);
+  CHECK(m["data"]["fingerprint"] == "flipped:256:32:48");
+  // explain prints them as --set takes them back
+  auto e = cli({"explain", "--set", "rule=flipped", "--set", "held_out=16, 8"});
+  INFO(e.out);
+  CHECK(e.out.find("\n  rule               flipped  set      label rule\n") != std::string::npos);
+  CHECK(e.out.find("\n  held_out           [16,8]   set      valid and test samples\n") != std::string::npos);
+  // a recorded run resumes with its selection read back from the manifest
+  auto again = cli({"run", "--resume", "tiny-rule=_flipped-held_out=_32_48_-t", "--steps", "4", "--set", "rule=flipped", "--set",
+                    "held_out=32,48", "--run-dir", dir, "--id", "u", "--quiet"});
+  INFO(again.err);
+  CHECK(again.rc == 0);
+  CHECK(nitro::read_json(dir + "/tiny-rule=flipped-held_out=32_48-u/status.json")["step"] == 4);
+  // what they refuse, and what they accept
+  CHECK(cli({"check", "--set", "rule=up"}).err ==
+        "E-KNOB-010: --set gives the knob 'rule' the value 'up', which is not one of its values\n"
+        "  fix: give one of signs, flipped, e.g. --set rule=flipped\n");
+  CHECK(cli({"check", "--set", "held_out=[1,2,3]"}).err ==
+        "E-KNOB-010: --set gives the knob 'held_out' the value '[1,2,3]', which is not a valid list\n"
+        "  fix: give a list of exactly 2 items written [a,b] or a,b, each item a whole number from -9223372036854775808 to "
+        "9223372036854775807, e.g. --set held_out=[1,1]\n");
+  CHECK(cli({"check", "--set", "held_out=[1,x]"}).err.rfind("E-KNOB-010: --set gives the knob 'held_out' the value '[1,x]'", 0) == 0);
+  CHECK(cli({"check", "--set", "held_out=[1,2"}).err.rfind("E-KNOB-010", 0) == 0);
+}
+
 TEST_CASE("selection errors end the command with exit 2 and the coded message on stderr") {
   auto r = cli({"run", "--set", "lrr=0.1"});
   CHECK(r.rc == 2);
   CHECK(r.err ==
         "E-KNOB-005: --set names 'lrr', which the experiment does not declare; did you mean 'lr'?\n"
-        "  fix: set one of its knobs: lr, width, smoothing, max_epochs, n_samples, log_every_n_steps, seed (see `variants`)\n");
+        "  fix: set one of its knobs: lr, width, smoothing, max_epochs, n_samples, log_every_n_steps, rule, held_out, seed (see `variants`)\n");
   CHECK(cli({"check", "--set", "width=32"}).err.rfind("E-KNOB-011: --set asks for width=32", 0) == 0);
   CHECK(cli({"explain", "--variant", "narrow"}).err.rfind("E-KNOB-004: --variant names 'narrow'", 0) == 0);
   CHECK(cli({"sweep", "width"}).err.rfind("E-KNOB-012: `sweep` names 'width', which the experiment does not declare; did you mean 'widths'?", 0) == 0);

@@ -12,8 +12,10 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <array>
 #include <filesystem>
 #include <string>
+#include <vector>
 #include "../support/nitro_test.hpp"
 
 namespace knobs_test {
@@ -71,6 +73,34 @@ struct WithData {
   int build_data() const { return train_limit * 2; }
 };
 NITRO_EXPERIMENT(WithData, train_limit);
+
+// An enum and lists as knobs (the note's "(optimizer :adamw) ; any ordinary value").
+enum class opt_kind { adamw, sgd, lion };
+NITRO_KNOB_ENUM(opt_kind, adamw, sgd, lion)
+enum class arch_kind : std::uint8_t { narrow, wide };
+NITRO_KNOB_ENUM(arch_kind, narrow, wide)
+
+template <arch_kind Arch = arch_kind::narrow>
+struct Typed {
+  nitro::GraphConst<arch_kind, Arch> arch;  // an enum GraphConst: one program per value
+  opt_kind optimizer = opt_kind::adamw;
+  std::vector<int> hidden{256, 128};
+  std::array<float, 2> betas{0.9f, 0.999f};
+  static constexpr auto knobs() {
+    return nitro::knobs(nitro::knob<"arch">(), nitro::knob<"optimizer">("update rule"), nitro::knob<"hidden">("hidden widths"),
+                        nitro::knob<"betas">());
+  }
+  static constexpr auto variants() {
+    return nitro::variants(nitro::variant<"plain">(nitro::set<"optimizer">(opt_kind::sgd), nitro::set<"hidden">(std::array{64}),
+                                                   nitro::set<"betas">(std::array{0.5, 0.75})),
+                           nitro::variant<"big">(nitro::set<"arch">(arch_kind::wide)));
+  }
+  static constexpr auto sweeps() {
+    return nitro::sweeps(nitro::sweep<"rules">(nitro::axis<"optimizer">(opt_kind::sgd, opt_kind::lion)),
+                         nitro::sweep<"depths">(nitro::axis<"hidden">(std::array{32, 32}, std::array{32, 32, 32})));
+  }
+};
+NITRO_EXPERIMENT(Typed, arch, optimizer, hidden, betas);
 
 std::string error_text(auto&& f) {
   try {
@@ -240,6 +270,79 @@ TEST_CASE("E-KNOB-010: a value that does not parse as the knob's type names what
   CHECK(fails("wd", "1e39") == "no error");                // a double holds it
   CHECK(fails("seed", "").rfind("E-KNOB-010", 0) == 0);
   CHECK(fails("optimizer", "") == "no error");  // text takes anything
+}
+
+TEST_CASE("enum knobs print and parse by name; list knobs as [a,b]; variants, sweeps and programs use them") {
+  using T0 = Typed<arch_kind::narrow>;
+  using T1 = Typed<arch_kind::wide>;
+  static_assert(nitro::declarations<T0>::ok);
+  static_assert(nitro::is_knob_type_v<opt_kind> && nitro::is_knob_type_v<std::vector<double>> &&
+                nitro::is_knob_type_v<std::array<std::int64_t, 3>>);
+  static_assert(!nitro::is_knob_type_v<std::vector<bool>> && !nitro::is_knob_type_v<std::vector<std::string>>);
+  enum class undescribed { a };
+  static_assert(!nitro::is_knob_type_v<undescribed>);  // no NITRO_KNOB_ENUM: E-KNOB-002 at compile time
+  static_assert(nitro::symbol_name(opt_kind::lion) == "lion");
+
+  auto c = nitro::make_catalog<T0, T1>();
+  CHECK(c.programs == std::vector<std::string>{"Typed<arch=narrow>", "Typed<arch=wide>"});
+  CHECK(c.find_knob("arch")->accepted() == "narrow, wide");
+  auto const& opt = *c.find_knob("optimizer");
+  CHECK(opt.kind == nitro::knob_kind::symbol);
+  CHECK(opt.cxx_type == "enum");
+  CHECK(opt.default_value.str() == "adamw");
+  CHECK(opt.accepted() == "one of adamw, sgd, lion");
+  CHECK(c.find_knob("hidden")->default_value.str() == "[256,128]");
+  CHECK(c.find_knob("hidden")->cxx_type == "list<int>");
+  CHECK(c.find_knob("betas")->default_value.str() == "[0.9,0.999]");  // floats, shortest
+  CHECK(c.find_knob("betas")->cxx_type == "list<float, 2>");
+  REQUIRE(c.variants.size() == 2);
+  CHECK(c.variants[0].sets[0].second.str() == "sgd");
+  CHECK(c.variants[0].sets[1].second.str() == "[64]");
+  CHECK(c.variants[0].sets[2].second.str() == "[0.5,0.75]");
+  CHECK(c.find_sweep("rules")->axes[0].values[1].str() == "lion");
+  CHECK(c.find_sweep("depths")->axes[0].values[1].str() == "[32,32,32]");
+
+  nitro::selection_request r;
+  r.variant = "plain";
+  r.sets = {{"optimizer", ":lion"}, {"betas", "0.8, 0.99"}, {"arch", "wide"}};
+  auto s = nitro::resolve_selection(c, r);
+  CHECK(s.program == 1);  // arch=wide is the second program
+  CHECK(s.at(c, "optimizer").value.str() == "lion");
+  CHECK(s.at(c, "hidden").source == nitro::knob_source::variant);
+  T1 e;
+  nitro::apply_selection(e, c, s);
+  CHECK(e.optimizer == opt_kind::lion);
+  CHECK(e.hidden == std::vector<int>{64});
+  CHECK(e.betas == std::array<float, 2>{0.8f, 0.99f});
+  auto j = nitro::knobs_json(c, s);
+  CHECK(j["optimizer"]["value"] == "lion");
+  CHECK(j["hidden"]["value"] == nlohmann::ordered_json::array({64}));
+  CHECK(j["betas"]["value"] == nlohmann::ordered_json::array({0.8, 0.99}));  // as the float prints, not 0.800000011920929
+  r.sets = {{"hidden", "[]"}};
+  CHECK(nitro::resolve_selection(c, r).at(c, "hidden").value.str() == "[]");  // a vector may be empty
+
+  auto fails = [&](std::string k, std::string v) {
+    nitro::selection_request q;
+    q.sets = {{k, v}};
+    return error_text([&] { nitro::resolve_selection(c, q); });
+  };
+  CHECK(fails("optimizer", "adam") ==
+        "E-KNOB-010: --set gives the knob 'optimizer' the value 'adam', which is not one of its values\n"
+        "  fix: give one of adamw, sgd, lion, e.g. --set optimizer=lion");
+  CHECK(fails("betas", "0.9") ==
+        "E-KNOB-010: --set gives the knob 'betas' the value '0.9', which is not a valid list\n"
+        "  fix: give a list of exactly 2 items written [a,b] or a,b, each item a finite decimal number that fits a float, such as "
+        "0.002 or 1e-3, e.g. --set betas=[0.5,0.5]");
+  CHECK(fails("hidden", "[64,,32]").rfind("E-KNOB-010", 0) == 0);
+  CHECK(fails("hidden", "64;32").rfind("E-KNOB-010", 0) == 0);
+  CHECK(fails("hidden", "[3000000000]").rfind("E-KNOB-010", 0) == 0);  // beyond an int
+  CHECK(fails("arch", "tall") ==
+        "E-KNOB-010: --set gives the knob 'arch' the value 'tall', which is not one of its values\n"
+        "  fix: give one of narrow, wide, e.g. --set arch=wide");
+  CHECK(fails("optimizer", "sgd") == "no error");
+  CHECK(fails("hidden", " [ 8 , 4 ] ") == "E-KNOB-010: --set gives the knob 'hidden' the value ' [ 8 , 4 ] ', which is not a valid list\n"
+        "  fix: give a list written [a,b] or a,b, each item a whole number from -2147483648 to 2147483647, e.g. --set hidden=[1,1]");
+  CHECK(fails("hidden", "[ 8 , 4 ]") == "no error");
 }
 
 TEST_CASE("E-KNOB-011: a GraphConst value not compiled in names the compiled values and the fix") {

@@ -311,6 +311,7 @@ TEST_CASE("show(): the golden text for fashion_mlp") {
         "  hooks\n"
         "    forward(img) -> loss(label), metrics(label)\n"
         "    metrics accumulate on device; finalize_metrics runs on host\n"
+        "    copies: none (the cpu backend's device memory is host memory: to_device and the metrics' read-back pass views)\n"
         "  gradient_clip_norm  none\n"
         "  schedules\n"
         "    key    source    binds to               curve\n"

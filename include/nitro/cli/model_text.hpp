@@ -77,7 +77,7 @@ void describe_layers(table& t, L const& l, std::string const& name, bool input_n
 }
 
 template <class T> std::string scalar_text(T const& v) {
-  if constexpr (is_knob_scalar_v<T>) return knob_value::of(v).str();
+  if constexpr (is_knob_type_v<T>) return knob_value::of(v).str();
   else return "-";
 }
 

@@ -198,7 +198,7 @@ struct program {
       else where = "host only";
       std::string type, value;
       if constexpr (requires { typename nitro::detail::knob_access<typename D::type>::type; } &&
-                    is_knob_scalar_v<typename nitro::detail::knob_access<typename D::type>::type>) {
+                    is_knob_type_v<typename nitro::detail::knob_access<typename D::type>::type>) {
         type = nitro::detail::marker_name<typename D::type>();
         value = knob_value::of(nitro::detail::knob_access<typename D::type>::read(D::get(e))).str();
       } else {

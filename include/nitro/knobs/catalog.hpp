@@ -52,7 +52,8 @@ struct knob_info {
   bool is_field = false;          // an experiment field (else a run keyword)
   bool graph_const = false;       // a GraphConst field: each value is a program
   bool implicit = false;          // `seed`, added by nitro
-  std::string cxx_type;           // "float", "GraphConst<int>", "Device<float>", "run keyword (uint64)"
+  std::string cxx_type;           // "float", "GraphConst<int>", "Device<float>", "enum", "list<int, 2>",
+                                  // "run keyword (uint64)"
   knob_value default_value{};
   std::vector<knob_value> compiled;  // GraphConst: the values compiled into this binary
 
@@ -116,8 +117,16 @@ struct catalog {
 
 namespace detail {
 
-template <class T> constexpr char const* cxx_scalar_name() {
+template <class T> std::string cxx_scalar_name();
+template <class T> std::string cxx_list_name() {
+  using L = knob_list_traits<T>;
+  if constexpr (L::length == 0) return "list<" + cxx_scalar_name<typename L::element>() + ">";
+  else return "list<" + cxx_scalar_name<typename L::element>() + ", " + std::to_string(L::length) + ">";
+}
+template <class T> std::string cxx_scalar_name() {
   if constexpr (std::is_same_v<T, bool>) return "bool";
+  else if constexpr (std::is_enum_v<T>) return "enum";
+  else if constexpr (knob_list_traits<T>::list) return cxx_list_name<T>();
   else if constexpr (std::is_same_v<T, float>) return "float";
   else if constexpr (std::is_same_v<T, double>) return "double";
   else if constexpr (std::is_same_v<T, std::string>) return "string";
@@ -159,15 +168,22 @@ std::string marker_name() {
   else return cxx_scalar_name<T>();
 }
 
-// A declared constant (variant setting, axis value) as a value of the knob's kind.
+// A declared constant (variant setting, axis value) as text, then as a value of the knob's kind.
+template <class L>
+std::string literal_text(L const& v) {
+  if constexpr (std::is_same_v<L, bool>) return v ? "true" : "false";
+  else if constexpr (std::is_enum_v<L>) return knob_value::of(v).str();
+  else if constexpr (is_list_constant<L>::value) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) text += (i ? "," : "") + literal_text(v[i]);
+    return text + "]";
+  } else if constexpr (std::is_same_v<L, std::string_view>) return std::string(v);
+  else if constexpr (std::is_floating_point_v<L>) return knob_value::shortest(v);
+  else return std::to_string(v);
+}
 template <class L>
 knob_value literal_value(knob_info const& k, L const& v, std::string_view where) {
-  std::string text;
-  if constexpr (std::is_same_v<L, bool>) text = v ? "true" : "false";
-  else if constexpr (std::is_same_v<L, std::string_view>) text = std::string(v);
-  else if constexpr (std::is_floating_point_v<L>) text = knob_value::shortest(v);
-  else text = std::to_string(v);
-  return parse_knob_value(k.name, k.kind, k.range, text, where);
+  return parse_knob_value(k.name, k.kind, k.range, literal_text(v), where);
 }
 
 template <class E>

@@ -15,7 +15,8 @@
 //               variants_not_constant<E>: the C++ meaning of the note's "late variant" — a variant set
 //               that is not a compile-time constant would exist only after the experiment does, too late
 //               for the selection, which is made before anything reads a knob
-//   E-KNOB-007  a variant or axis value that does not fit the knob's type
+//   E-KNOB-007  a variant or axis value that does not fit the knob's type (an enum knob takes its own
+//               enum's values; a list knob a std::array of numbers, of the array's length)
 //   E-KNOB-008  sweep_declared_twice, sweep_sets_knob_twice, knobs_not_constant, sweeps_not_constant
 // `seed` is a knob of every experiment: declared by it, or added by nitro (the run keyword).
 #pragma once
@@ -58,8 +59,9 @@ struct knob_names_no_field {
 template <class Experiment, class Knob, class Type>
 struct knob_type_not_supported {
   static_assert(always_false<Experiment, Knob, Type>,
-                "E-KNOB-002: a knob's field has a type no knob can hold. Fix: use bool, an integer, float, double or "
-                "std::string (optionally inside nitro::GraphConst, nitro::Device or nitro::Host).");
+                "E-KNOB-002: a knob's field has a type no knob can hold. Fix: use bool, an integer, float, double, "
+                "std::string (optionally inside nitro::GraphConst, nitro::Device or nitro::Host), an enum described "
+                "by NITRO_KNOB_ENUM(Enum, value, ...), or a std::vector / std::array of numbers.");
   static constexpr bool ok = false;
 };
 template <class Experiment, class Variant, class Knob>
@@ -180,7 +182,7 @@ struct knob_traits {
     else return std::type_identity<void>{};
   }
   using value_type = typename decltype(storage())::type;  // the C++ type the knob's value has
-  static constexpr bool supported = !std::is_void_v<value_type> && is_knob_scalar_v<value_type>;
+  static constexpr bool supported = !std::is_void_v<value_type> && is_knob_type_v<value_type>;
   static constexpr nitro::residency residency = [] {
     if constexpr (is_field) return field::residency;
     else return nitro::residency::host;
@@ -188,10 +190,28 @@ struct knob_traits {
   static constexpr bool is_graph_const = is_field && residency == nitro::residency::graph_const;
 };
 
+namespace detail {
+template <class L> struct literal_array { static constexpr bool array = false; };
+template <class Y, std::size_t Min, std::size_t Max> struct literal_array<list_constant<Y, Min, Max>> {
+  static constexpr bool array = true;
+  using element = Y;
+  static constexpr std::size_t min_length = Min, max_length = Max;
+};
+}  // namespace detail
+
 // Does a constant of literal type L fit a knob holding T?
 template <class T, class L>
 constexpr bool knob_literal_fits() noexcept {
   if constexpr (std::is_same_v<T, bool>) return std::is_same_v<L, bool>;
+  else if constexpr (std::is_enum_v<T>) return std::is_same_v<L, T>;
+  else if constexpr (knob_list_traits<T>::list) {
+    using A = detail::literal_array<L>;
+    if constexpr (!A::array) return false;
+    else
+      return knob_literal_fits<typename knob_list_traits<T>::element, typename A::element>() &&
+             (knob_list_traits<T>::length == 0 ||
+              (knob_list_traits<T>::length == A::min_length && knob_list_traits<T>::length == A::max_length));
+  }
   else if constexpr (std::is_integral_v<T>) return std::is_same_v<L, std::int64_t> || std::is_same_v<L, std::uint64_t>;
   else if constexpr (std::is_floating_point_v<T>)
     return std::is_same_v<L, double> || std::is_same_v<L, std::int64_t> || std::is_same_v<L, std::uint64_t>;

@@ -27,6 +27,7 @@
 #include "nitro/core/fixed_string.hpp"
 #include "nitro/core/meta.hpp"
 
+#include <algorithm>    // min, max of list lengths
 #include <array>        // axis values
 #include <cstddef>      // size_t
 #include <cstdint>      // int64_t
@@ -63,16 +64,47 @@ template <class Value>
 struct not_a_knob_literal {
   static_assert(always_false<Value>,
                 "E-KNOB-007: a variant or sweep gives a knob a value of a type no knob holds. Fix: give a bool, an "
-                "integer, a floating-point number or a string literal.");
+                "integer, a floating-point number, a string literal, an enum value, or a std::array of numbers "
+                "(std::array{64, 32}) for a list knob.");
   using type = int;
 };
 
 namespace detail {
-// Constants are kept as one of five types: bool, int64, uint64, double, string_view.
+template <class T> struct literal_list { static constexpr bool list = false; };
+template <class X, std::size_t N> struct literal_list<std::array<X, N>> {
+  static constexpr bool list = std::is_arithmetic_v<X> && !std::is_same_v<X, bool>;
+  using element = X;
+  static constexpr std::size_t length = N;
+};
+}  // namespace detail
+
+// A list constant (a list knob's value in a variant or an axis): up to Max numbers, at least Min —
+// an axis over lists of different lengths keeps both in its type, so the compiler can tell whether
+// a std::array knob of one length takes every value.
+template <class X, std::size_t Min, std::size_t Max>
+struct list_constant {
+  using value_type = X;
+  static constexpr std::size_t min_length = Min, max_length = Max;
+  std::array<X, Max> items{};
+  std::size_t length = 0;
+  constexpr std::size_t size() const noexcept { return length; }
+  constexpr X const& operator[](std::size_t i) const noexcept { return items[i]; }
+};
+
+namespace detail {
+template <class T> struct is_list_constant : std::false_type {};
+template <class X, std::size_t Min, std::size_t Max> struct is_list_constant<list_constant<X, Min, Max>> : std::true_type {};
+
+// Constants are kept as one of five scalar types (bool, int64, uint64, double, string_view), the
+// enum they are, or a list_constant of those numbers (a std::array given to a list knob).
 template <class V>
 constexpr auto knob_literal_type() {
   using T = std::remove_cvref_t<V>;
   if constexpr (std::is_same_v<T, bool>) return std::type_identity<bool>{};
+  else if constexpr (std::is_enum_v<T>) return std::type_identity<T>{};
+  else if constexpr (literal_list<T>::list)
+    return std::type_identity<list_constant<typename decltype(knob_literal_type<typename literal_list<T>::element>())::type,
+                                            literal_list<T>::length, literal_list<T>::length>>{};
   else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) return std::type_identity<std::int64_t>{};
   else if constexpr (std::is_integral_v<T>) return std::type_identity<std::uint64_t>{};
   else if constexpr (std::is_floating_point_v<T>) return std::type_identity<double>{};
@@ -80,6 +112,18 @@ constexpr auto knob_literal_type() {
   else return std::type_identity<typename not_a_knob_literal<T>::type>{};
 }
 template <class V> using knob_literal_t = typename decltype(knob_literal_type<V>())::type;
+
+template <class L, class V>
+constexpr L to_knob_literal(V const& v) noexcept {
+  if constexpr (is_list_constant<L>::value) {
+    L out{};
+    out.length = v.size();
+    for (std::size_t i = 0; i < v.size(); ++i) out.items[i] = static_cast<typename L::value_type>(v[i]);
+    return out;
+  } else {
+    return static_cast<L>(v);
+  }
+}
 }  // namespace detail
 
 // ---- knobs ------------------------------------------------------------------------------------
@@ -114,7 +158,7 @@ struct setting {
 template <fixed_string Knob, class V>
 constexpr auto set(V const& v) noexcept {
   using L = detail::knob_literal_t<V>;
-  return setting<Knob, L>{static_cast<L>(v)};
+  return setting<Knob, L>{detail::to_knob_literal<L>(v)};
 }
 
 template <fixed_string Name, class... Settings>
@@ -186,10 +230,22 @@ struct axis_decl {
   std::array<V, N> values;
 };
 // axis<"lr">(0.002, 0.004): one axis of a sweep; values in order.
+namespace detail {
+// An axis's constant type: its first value's, widened for lists to hold every value's length.
+template <class V0, class... V>
+constexpr auto axis_literal_type() {
+  using L0 = knob_literal_t<V0>;
+  if constexpr (is_list_constant<L0>::value && (literal_list<V>::list && ... && true))
+    return std::type_identity<list_constant<typename L0::value_type, std::min({L0::min_length, literal_list<V>::length...}),
+                                            std::max({L0::max_length, literal_list<V>::length...})>>{};
+  else return std::type_identity<L0>{};
+}
+}  // namespace detail
+
 template <fixed_string Knob, class V0, class... V>
 constexpr auto axis(V0 const& v0, V const&... v) noexcept {
-  using L = detail::knob_literal_t<V0>;
-  return axis_decl<Knob, L, 1 + sizeof...(V)>{{static_cast<L>(v0), static_cast<L>(v)...}};
+  using L = typename decltype(detail::axis_literal_type<V0, V...>())::type;
+  return axis_decl<Knob, L, 1 + sizeof...(V)>{{detail::to_knob_literal<L>(v0), detail::to_knob_literal<L>(v)...}};
 }
 
 // The base variant of every point of a sweep: sweep<"deep-lr">(nitro::base<"small">, axis...).

@@ -7,26 +7,34 @@
 //   real32    float                        0.002, 1e-3 (printed as the shortest float that reads back)
 //   real64    double                       0.002
 //   text      std::string                  anything
+//   symbol    an enum NITRO_KNOB_ENUM names adamw | sgd (also :sgd, the note's keyword spelling)
+//   list      std::vector / std::array of  [64,32] or 64,32 (an array takes exactly its length)
+//             numbers
 // The command line gives text; `parse_knob_value` turns it into a value of the knob's kind or
 // explains which texts it accepts. Values print the same way everywhere (variants, explain, slugs,
 // manifests), so what a user reads is what `--set` takes back.
 #pragma once
 
 #include "nitro/core/error.hpp"
+#include "nitro/knobs/symbols.hpp"
 
 #include <nlohmann/json.hpp>
 
+#include <array>        // list knobs of a fixed length
 #include <charconv>     // from_chars, to_chars: exact, locale-free
 #include <cmath>        // isfinite
 #include <cstdint>      // int64_t, uint64_t
 #include <limits>       // ranges
+#include <span>         // a symbol knob's names
 #include <string>       // text
 #include <string_view>  // input
 #include <system_error> // errc
+#include <type_traits>  // kinds
+#include <vector>       // list knobs
 
 namespace nitro {
 
-enum class knob_kind { boolean, integer, unsigned_integer, real32, real64, text };
+enum class knob_kind { boolean, integer, unsigned_integer, real32, real64, text, symbol, list };
 
 constexpr char const* to_string(knob_kind k) noexcept {
   switch (k) {
@@ -36,18 +44,42 @@ constexpr char const* to_string(knob_kind k) noexcept {
     case knob_kind::real32: return "float";
     case knob_kind::real64: return "double";
     case knob_kind::text: return "string";
+    case knob_kind::symbol: return "symbol";
+    case knob_kind::list: return "list";
   }
   return "?";
 }
 
-// The kind of a C++ scalar type that can be a knob (anything else is not a knob type).
+// The kind of a C++ scalar type that can be a knob.
 template <class T>
 constexpr bool is_knob_scalar_v = std::is_same_v<T, bool> || std::is_integral_v<T> || std::is_same_v<T, float> ||
                                   std::is_same_v<T, double> || std::is_same_v<T, std::string>;
 
+// A list of numbers: std::vector<X> (any length) or std::array<X, N> (exactly N), X a number.
+template <class T> struct knob_list_traits { static constexpr bool list = false; };
+template <class X> constexpr bool knob_number_v = std::is_arithmetic_v<X> && !std::is_same_v<X, bool>;
+template <class X, class A>
+struct knob_list_traits<std::vector<X, A>> {
+  static constexpr bool list = knob_number_v<X>;
+  using element = X;
+  static constexpr std::size_t length = 0;  // any
+};
+template <class X, std::size_t N>
+struct knob_list_traits<std::array<X, N>> {
+  static constexpr bool list = knob_number_v<X> && N > 0;
+  using element = X;
+  static constexpr std::size_t length = N;
+};
+
+// Can a field of C++ type T be a knob? A scalar, a described enum, or a list of numbers.
+template <class T>
+constexpr bool is_knob_type_v = is_knob_scalar_v<T> || is_knob_symbol_v<T> || knob_list_traits<T>::list;
+
 template <class T>
 constexpr knob_kind knob_kind_of() noexcept {
   if constexpr (std::is_same_v<T, bool>) return knob_kind::boolean;
+  else if constexpr (std::is_enum_v<T>) return knob_kind::symbol;
+  else if constexpr (knob_list_traits<T>::list) return knob_kind::list;
   else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) return knob_kind::integer;
   else if constexpr (std::is_integral_v<T>) return knob_kind::unsigned_integer;
   else if constexpr (std::is_same_v<T, float>) return knob_kind::real32;
@@ -62,7 +94,8 @@ struct knob_value {
   std::int64_t i = 0;
   std::uint64_t u = 0;
   double d = 0;
-  std::string s;
+  std::string s;                  // text; a symbol's name
+  std::vector<knob_value> items;  // list: one number each
 
   static knob_value boolean(bool v) { knob_value x; x.kind = knob_kind::boolean; x.b = v; return x; }
   static knob_value integer(std::int64_t v) { knob_value x; x.kind = knob_kind::integer; x.i = v; return x; }
@@ -70,6 +103,8 @@ struct knob_value {
   static knob_value real32(float v) { knob_value x; x.kind = knob_kind::real32; x.d = v; return x; }
   static knob_value real64(double v) { knob_value x; x.kind = knob_kind::real64; x.d = v; return x; }
   static knob_value text(std::string v) { knob_value x; x.kind = knob_kind::text; x.s = std::move(v); return x; }
+  static knob_value symbol(std::string v) { knob_value x; x.kind = knob_kind::symbol; x.s = std::move(v); return x; }
+  static knob_value list(std::vector<knob_value> v) { knob_value x; x.kind = knob_kind::list; x.items = std::move(v); return x; }
 
   // From a C++ value of a knob type.
   template <class T>
@@ -80,13 +115,36 @@ struct knob_value {
     else if constexpr (k == knob_kind::unsigned_integer) return unsigned_integer(static_cast<std::uint64_t>(v));
     else if constexpr (k == knob_kind::real32) return real32(v);
     else if constexpr (k == knob_kind::real64) return real64(v);
-    else return text(v);
+    else if constexpr (k == knob_kind::symbol) {
+      const std::string_view n = symbol_name(v);  // a value no table lists prints as its number
+      return symbol(n.empty() ? std::to_string(static_cast<std::underlying_type_t<T>>(v)) : std::string(n));
+    } else if constexpr (k == knob_kind::list) {
+      std::vector<knob_value> xs;
+      xs.reserve(std::size(v));
+      for (auto const& x : v) xs.push_back(of(x));
+      return list(std::move(xs));
+    } else return text(v);
   }
 
-  // To a C++ value of a knob type (the caller checked the kind and range).
+  // To a C++ value of a knob type (the caller checked the kind, range, names and length).
   template <class T>
   T as() const {
     if constexpr (std::is_same_v<T, std::string>) return s;
+    else if constexpr (std::is_enum_v<T>) {
+      for (auto const& sym : knob_symbols<T>)
+        if (sym.name == s) return sym.value;
+      return T{};
+    } else if constexpr (knob_list_traits<T>::list) {
+      using X = typename knob_list_traits<T>::element;
+      T out{};
+      if constexpr (knob_list_traits<T>::length == 0) {
+        out.reserve(items.size());
+        for (auto const& x : items) out.push_back(x.template as<X>());
+      } else {
+        for (std::size_t n = 0; n < out.size() && n < items.size(); ++n) out[n] = items[n].template as<X>();
+      }
+      return out;
+    }
     else if constexpr (std::is_same_v<T, bool>) return b;
     else if constexpr (std::is_integral_v<T>) return kind == knob_kind::unsigned_integer ? static_cast<T>(u) : static_cast<T>(i);
     else return static_cast<T>(d);
@@ -100,7 +158,13 @@ struct knob_value {
       case knob_kind::unsigned_integer: return std::to_string(u);
       case knob_kind::real32: return shortest(static_cast<float>(d));
       case knob_kind::real64: return shortest(d);
-      case knob_kind::text: return s;
+      case knob_kind::text:
+      case knob_kind::symbol: return s;
+      case knob_kind::list: {
+        std::string t = "[";
+        for (std::size_t n = 0; n < items.size(); ++n) t += (n ? "," : "") + items[n].str();
+        return t + "]";
+      }
     }
     return {};
   }
@@ -112,7 +176,13 @@ struct knob_value {
       case knob_kind::unsigned_integer: return u;
       case knob_kind::real32: return std::stod(shortest(static_cast<float>(d)));  // 0.001, not 0.0010000000474974513
       case knob_kind::real64: return d;
-      case knob_kind::text: return s;
+      case knob_kind::text:
+      case knob_kind::symbol: return s;
+      case knob_kind::list: {
+        auto a = nlohmann::ordered_json::array();
+        for (auto const& x : items) a.push_back(x.json());
+        return a;
+      }
     }
     return nullptr;
   }
@@ -125,7 +195,9 @@ struct knob_value {
       case knob_kind::unsigned_integer: return a.u == b.u;
       case knob_kind::real32: return static_cast<float>(a.d) == static_cast<float>(b.d);
       case knob_kind::real64: return a.d == b.d;
-      case knob_kind::text: return a.s == b.s;
+      case knob_kind::text:
+      case knob_kind::symbol: return a.s == b.s;
+      case knob_kind::list: return a.items == b.items;
     }
     return false;
   }
@@ -138,16 +210,27 @@ struct knob_value {
   }
 };
 
-// The range of values a knob of C++ type T holds (integers only; reals are checked for finiteness).
+// The values a knob of C++ type T holds beyond its kind: an integer's range (reals are checked for
+// finiteness), a symbol's names, a list's element kind and range and, for an array, its length.
 struct knob_range {
   std::int64_t lo = std::numeric_limits<std::int64_t>::min();
   std::int64_t hi = std::numeric_limits<std::int64_t>::max();
   std::uint64_t uhi = std::numeric_limits<std::uint64_t>::max();
+  std::span<std::string_view const> symbols{};  // symbol: every name, in declared order
+  knob_kind element = knob_kind::real64;         // list: each item's kind (lo/hi/uhi its range)
+  std::size_t length = 0;                        // list: an array's exact length; 0 for any
 
   template <class T>
   static constexpr knob_range of() noexcept {
     knob_range r;
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if constexpr (std::is_enum_v<T>) {
+      r.symbols = symbol_names<T>;
+    } else if constexpr (knob_list_traits<T>::list) {
+      using X = typename knob_list_traits<T>::element;
+      r = of<X>();
+      r.element = knob_kind_of<X>();
+      r.length = knob_list_traits<T>::length;
+    } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       if constexpr (std::is_signed_v<T>) {
         r.lo = static_cast<std::int64_t>(std::numeric_limits<T>::min());
         r.hi = static_cast<std::int64_t>(std::numeric_limits<T>::max());
@@ -160,6 +243,31 @@ struct knob_range {
   }
 };
 
+namespace detail {
+inline std::string joined_symbols(knob_range const& r) {
+  std::string s;
+  for (std::size_t n = 0; n < r.symbols.size(); ++n) s += (n ? ", " : "") + std::string(r.symbols[n]);
+  return s;
+}
+// A value --set takes, for the example in a message.
+inline std::string example_text(knob_kind k, knob_range const& r) {
+  switch (k) {
+    case knob_kind::boolean: return "true";
+    case knob_kind::text: return "value";
+    case knob_kind::real32:
+    case knob_kind::real64: return "0.5";
+    case knob_kind::symbol: return r.symbols.empty() ? "name" : std::string(r.symbols.back());
+    case knob_kind::list: {
+      const std::string x = example_text(r.element, r);
+      std::string s = "[" + x;
+      for (std::size_t n = 1; n < (r.length ? r.length : 2); ++n) s += "," + x;
+      return s + "]";
+    }
+    default: return "1";
+  }
+}
+}  // namespace detail
+
 // What texts a knob of this kind accepts, for messages.
 inline std::string accepted_texts(knob_kind k, knob_range const& r) {
   switch (k) {
@@ -169,6 +277,10 @@ inline std::string accepted_texts(knob_kind k, knob_range const& r) {
     case knob_kind::real32: return "a finite decimal number that fits a float, such as 0.002 or 1e-3";
     case knob_kind::real64: return "a finite decimal number, such as 0.002 or 1e-3";
     case knob_kind::text: return "any text";
+    case knob_kind::symbol: return "one of " + detail::joined_symbols(r);
+    case knob_kind::list:
+      return std::string(r.length ? "a list of exactly " + std::to_string(r.length) + " items" : "a list") +
+             " written [a,b] or a,b, each item " + accepted_texts(r.element, r);
   }
   return {};
 }
@@ -178,12 +290,12 @@ inline std::string accepted_texts(knob_kind k, knob_range const& r) {
 inline knob_value parse_knob_value(std::string_view name, knob_kind kind, knob_range const& range, std::string_view text,
                                    std::string_view where = "--set") {
   auto fail = [&]() -> knob_value {
+    const bool named = kind == knob_kind::symbol;
     throw error("E-KNOB-010",
                 std::string(where) + " gives the knob '" + std::string(name) + "' the value '" + std::string(text) +
-                    "', which is not a valid " + to_string(kind),
+                    (named ? "', which is not one of its values" : "', which is not a valid " + std::string(to_string(kind))),
                 "give " + accepted_texts(kind, range) + ", e.g. --set " + std::string(name) + "=" +
-                    (kind == knob_kind::boolean ? "true" : kind == knob_kind::text ? "value" :
-                     kind == knob_kind::real32 || kind == knob_kind::real64 ? "0.5" : "1"));
+                    detail::example_text(kind, range));
   };
   char const* first = text.data();
   char const* last = text.data() + text.size();
@@ -224,17 +336,42 @@ inline knob_value parse_knob_value(std::string_view name, knob_kind kind, knob_r
     }
     case knob_kind::text:
       return knob_value::text(std::string(text));
+    case knob_kind::symbol: {
+      const std::string_view n = !text.empty() && text.front() == ':' ? text.substr(1) : text;  // (optimizer :sgd)
+      for (std::string_view s : range.symbols)
+        if (s == n) return knob_value::symbol(std::string(s));
+      return fail();
+    }
+    case knob_kind::list: {
+      std::string_view body = text;
+      if (!body.empty() && body.front() == '[') {
+        if (body.size() < 2 || body.back() != ']') return fail();
+        body = body.substr(1, body.size() - 2);
+      }
+      auto trim = [](std::string_view v) {
+        while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+        while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
+        return v;
+      };
+      std::vector<knob_value> items;
+      if (!trim(body).empty()) {
+        for (std::size_t at = 0;;) {
+          const std::size_t comma = body.find(',', at);
+          const std::string_view item = trim(body.substr(at, comma == std::string_view::npos ? body.npos : comma - at));
+          try {
+            items.push_back(parse_knob_value(name, range.element, range, item, where));
+          } catch (error const&) {
+            return fail();  // the message names the whole list and what each item takes
+          }
+          if (comma == std::string_view::npos) break;
+          at = comma + 1;
+        }
+      }
+      if (range.length != 0 && items.size() != range.length) return fail();
+      return knob_value::list(std::move(items));
+    }
   }
   return fail();
-}
-
-// A JSON value (from a manifest) back into a knob value of `kind`; nullopt-like failure as E-KNOB-010.
-inline knob_value knob_value_from_json(std::string_view name, knob_kind kind, knob_range const& range,
-                                       nlohmann::ordered_json const& j, std::string_view where) {
-  if (kind == knob_kind::text && j.is_string()) return knob_value::text(j.get<std::string>());
-  if (kind == knob_kind::boolean && j.is_boolean()) return knob_value::boolean(j.get<bool>());
-  std::string text = j.is_string() ? j.get<std::string>() : j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return parse_knob_value(name, kind, range, text, where);
 }
 
 }  // namespace nitro

@@ -20,8 +20,9 @@
 // nitro::hook::finalize_metrics{}) says where that hook's reducers live: nitro::residency::device
 // (the default for metrics: batches accumulate where they were computed, one read-back per split)
 // or nitro::residency::host (the default for finalize_metrics: each batch's values cross to the
-// host). On the CPU backend both are host memory; the choice is recorded in the result and the
-// crossings are counted, so it is observable either way.
+// host). The choice is recorded in the result (accumulated_on, finalized_on). This accumulator's
+// slots are host memory, as the CPU backend's device memory is: there, neither choice copies
+// anything, and show() says so.
 // With no metrics hook the loss is the metric, with a count of 1 per batch (`eval_loss` also adds
 // the loss beside the metrics when both exist).
 //
@@ -89,7 +90,6 @@ class metric_accumulator {
       s.cat_samples = 0;
     }
     m_batches = 0;
-    m_readbacks = 0;
   }
 
   // One batch of the metrics hook's result.
@@ -118,7 +118,6 @@ class metric_accumulator {
     metric_values out;
     out.accumulated_on = m_where;
     out.batches = m_batches;
-    if (m_where == residency::device) ++m_readbacks;
     for (auto const& s : m_slots) {
       if (!s.seen) continue;
       switch (s.kind) {
@@ -146,9 +145,6 @@ class metric_accumulator {
   }
 
   std::int64_t batches() const noexcept { return m_batches; }
-  // Crossings from where the reducers live to the host: one per batch (host residency) or one
-  // per result (device residency).
-  std::int64_t host_transfers() const noexcept { return (m_where == residency::host ? m_batches : 0) + m_readbacks; }
   std::size_t slot_count() const noexcept { return m_slots.size(); }
 
  private:
@@ -310,7 +306,6 @@ class metric_accumulator {
   residency m_where = residency::device;
   std::int64_t m_reserve = 0;
   std::int64_t m_batches = 0;
-  mutable std::int64_t m_readbacks = 0;
 };
 
 // ---- the hooks around the accumulator --------------------------------------------------------------

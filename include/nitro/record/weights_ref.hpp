@@ -178,12 +178,13 @@ class weights_ref {
   template <checkpoint_part P>
   weights_ref(P const& p) : m_kind(kind::checkpoint), m_pick(to_pick(p)) {}  // NOLINT: a bare checkpoint
 
-  // `checkpoint = path`: the deprecated spelling of `weights = path`. Warns once per call.
-  static weights_ref deprecated_checkpoint_path(std::filesystem::path path, std::function<void(std::string_view)> const& warn = {}) {
-    weights_ref r(std::move(path));
+  // `checkpoint = ...`: the deprecated spelling of `weights = ...`, a path or a run reference alike
+  // (`checkpoint = latest >> best`). Warns once per call; the reference is kept as it was written.
+  static weights_ref deprecated_checkpoint(weights_ref r, std::function<void(std::string_view)> const& warn = {}) {
     r.m_deprecated = true;
-    const std::string text = "W-CKPT-001: `checkpoint = \"" + r.m_path.string() + "\"` is the deprecated spelling of `weights = \"" + r.m_path.string() +
-                             "\"`; it still works. Fix: write nitro::weights = \"" + r.m_path.string() + "\".";
+    const std::string as_written = r.to_string();
+    const std::string text = "W-CKPT-001: `checkpoint = " + as_written + "` is the deprecated spelling of `weights = " + as_written +
+                             "`; it still works. Fix: write nitro::weights = " + as_written + ".";
     if (warn) warn(text);
     else std::fprintf(stderr, "%s\n", text.c_str());
     return r;

@@ -132,7 +132,7 @@ void resume_from(S& s, resume_ref const& ref) {
 template <class S>
 void setup(S& s) {
   if (auto policy = checkpoint_policy_kept(s)) policy->validate();  // a bad policy is refused at construction, before the record opens
-  // weights (or `checkpoint = path`, its deprecated spelling: W-CKPT-001)
+  // weights (or `checkpoint = ...`, its deprecated spelling: W-CKPT-001)
   using W = std::remove_cvref_t<decltype(s.m_kw.weights.value)>;
   if constexpr (!std::is_same_v<W, not_given>) {
     std::optional<weights_ref> ref;
@@ -142,7 +142,7 @@ void setup(S& s) {
       ref = to_weights_ref(s.m_kw.weights.value);  // E-CKPT-102 when it names nothing
     }
     if (ref) {
-      if (s.m_kw.checkpoint_spelling) ref = weights_ref::deprecated_checkpoint_path(ref->path());
+      if (s.m_kw.checkpoint_spelling) ref = weights_ref::deprecated_checkpoint(std::move(*ref));
       safetensors_file file = resolve(*ref, s.checkpoint_context(false)).load();  // one file, or the average
       load_model(file, s.m_params, s.m_state);                                      // params./state. or a foreign file's keypaths
       take_ema(s, file);

@@ -62,9 +62,9 @@ using kw::eval_weights;
 using kw::load_ema;
 using kw::device;
 
-// `checkpoint = path` is the deprecated spelling of `weights = path`.
+// `checkpoint = ...` is the deprecated spelling of `weights = ...`: a path or a run reference.
 namespace kw {
-[[deprecated("nitro::kw::checkpoint is the deprecated spelling of nitro::weights: write nitro::weights = \"path\"")]]
+[[deprecated("nitro::kw::checkpoint is the deprecated spelling of nitro::weights: write nitro::weights = the same value")]]
 inline constexpr keyword<"checkpoint"> checkpoint{};
 }  // namespace kw
 

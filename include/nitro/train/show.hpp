@@ -304,6 +304,8 @@ handle_description describe_handle(Handle const& h, Keywords const& kw) {
                       (metrics_residency_of<hook::finalize_metrics>(h.experiment()) == residency::device ? "device" : "host"));
   else  // nothing accumulates but the loss: say that, not where absent reducers would live
     d.hooks.push_back("no metrics hook: the loss is the metric (a mean over batches)");
+  if constexpr (std::remove_cvref_t<decltype(h.backend())>::device == device_kind::cpu)  // the residencies above, as memory
+    d.hooks.push_back("copies: none (the cpu backend's device memory is host memory: to_device and the metrics' read-back pass views)");
   d.gradient_clip_norm = kw.gradient_clip_norm.value;
   return d;
 }
