@@ -1,7 +1,6 @@
 // A hook declares a batch field with a type the batch's field does not convert to: the binding
 // names the hook, both fields and both types when the handle is declared, before any step is
-// compiled. (A hook whose body itself fails on the mistyped field fails there first: its body is
-// compiled to learn its return type.)
+// compiled. (batch_field_wrong_type_body.cpp: the same when the hook's body fails on the field too.)
 // EXPECT: E-BIND-005
 // EXPECT: nitro::hook::forward, nitro::hook_field<&FwdIdx::idx>, nitro::batch_field<&cf::Batch::idx>, nitro::declared_as<nitro::basic_tensor<float> >, nitro::batch_gives<nitro::basic_tensor<long int> >
 #include "common.hpp"

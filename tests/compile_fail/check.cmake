@@ -2,14 +2,19 @@
 #   fail: compiling SOURCE with -DNITRO_COMPILE_FAIL must fail; the first line of the diagnostics
 #         that says `error:` must be the coded sentence (E-ROOM-NNN: ...), so no bare "static
 #         assertion failed" or error from inside nitro comes before it; and every `// EXPECT: <regex>`
-#         line of SOURCE (the code, the template arguments that name both sides) must match within
-#         the first FIRST_LINES (15) lines of the diagnostics;
+#         line of SOURCE must match: the code within the first FIRST_LINES (15) lines of the
+#         diagnostics, the template arguments that name both sides within the first NAME_LINES (3)
+#         lines after the include chain ("In file included from ..." lines);
 #   twin: compiling SOURCE as is must succeed;
 #   coded: (the second compiler, clang++, whose spelling of the names differs from the EXPECT lines)
 #         compiling with -DNITRO_COMPILE_FAIL must fail, its first `error:` line must be the coded
-#         sentence, and the code must come within the first FIRST_LINES lines.
+#         sentence, within the first FIRST_LINES lines and the first NAME_LINES after the include
+#         chain (clang's error line carries the requirement, whose arguments name both sides).
 if(NOT DEFINED FIRST_LINES)
   set(FIRST_LINES 15)
+endif()
+if(NOT DEFINED NAME_LINES)
+  set(NAME_LINES 3)
 endif()
 # -Wno-ignored-attributes: an Eigen-internal GCC warning (also off in nitro_build_flags) that a precompiled
 # nitro.hpp would otherwise print ahead of the diagnostic under test
@@ -42,23 +47,55 @@ string(REGEX MATCH "[^\n]*error: [^\n]*" first_error "${all}")
 if(NOT first_error MATCHES "E-[A-Z]+-[0-9][0-9][0-9]")
   message(FATAL_ERROR "the first error of ${SOURCE} is not a coded sentence:\n${first_error}\n\nthe diagnostics:\n${all}")
 endif()
-# the first lines of the diagnostics (cut at newlines, not as a CMake list: a `;` in a line is text)
+# The diagnostics cut at newlines (not as a CMake list: a `;` in a line is text). `head`: the first
+# FIRST_LINES lines as printed. `reading`: the lines after the include chain ("In file included
+# from ...", "    from ...": where a header was included, said before any diagnostic), and
+# `names`: its first NAME_LINES lines, where the mistake's two sides must be named.
+string(ASCII 1 SEP)  # a byte diagnostics never hold
+string(REPLACE "\n" "${SEP}" joined "${all}")
 set(head "")
-set(rest "${all}")
-foreach(i RANGE 1 ${FIRST_LINES})
-  string(FIND "${rest}" "\n" nl)
+set(names "")
+set(n_raw 0)
+set(n_read 0)
+set(code_raw 0)
+set(code_read 0)
+set(rest "${joined}")
+while(NOT rest STREQUAL "")
+  string(FIND "${rest}" "${SEP}" nl)
   if(nl EQUAL -1)
-    string(APPEND head "${rest}")
+    set(line "${rest}")
+    set(rest "")
+  else()
+    string(SUBSTRING "${rest}" 0 ${nl} line)
+    math(EXPR next "${nl} + 1")
+    string(SUBSTRING "${rest}" ${next} -1 rest)
+  endif()
+  math(EXPR n_raw "${n_raw} + 1")
+  if(n_raw LESS_EQUAL FIRST_LINES)
+    string(APPEND head "${line}\n")
+  endif()
+  if(NOT line MATCHES "^In file included from " AND NOT line MATCHES "^ +from [^ ]+[:,]$")
+    math(EXPR n_read "${n_read} + 1")
+    if(n_read LESS_EQUAL NAME_LINES)
+      string(APPEND names "${line}\n")
+    endif()
+  endif()
+  if(code_raw EQUAL 0 AND line MATCHES "error: .*E-[A-Z]+-[0-9][0-9][0-9]")
+    set(code_raw ${n_raw})
+    set(code_read ${n_read})
+  endif()
+  if(code_raw GREATER 0 AND n_raw GREATER FIRST_LINES AND n_read GREATER NAME_LINES)
     break()
   endif()
-  math(EXPR next "${nl} + 1")
-  string(SUBSTRING "${rest}" 0 ${next} line)
-  string(APPEND head "${line}")
-  string(SUBSTRING "${rest}" ${next} -1 rest)
-endforeach()
+endwhile()
+if(code_raw EQUAL 0 OR code_raw GREATER FIRST_LINES)
+  message(FATAL_ERROR "the coded sentence of ${SOURCE} is not in the first ${FIRST_LINES} lines of the diagnostics (line ${code_raw}), got:\n${head}")
+endif()
+message(STATUS "coded sentence at line ${code_raw} (${code_read} after the include chain)")
 if(MODE STREQUAL "coded")
-  if(NOT head MATCHES "E-[A-Z]+-[0-9][0-9][0-9]")
-    message(FATAL_ERROR "no error code in the first ${FIRST_LINES} lines of the diagnostics, got:\n${head}")
+  # clang says the coded sentence first, in an error line whose requirement names both sides
+  if(code_read GREATER NAME_LINES)
+    message(FATAL_ERROR "the coded sentence of ${SOURCE} is at line ${code_read} after the include chain, not in the first ${NAME_LINES}:\n${head}")
   endif()
   message(STATUS "fails with the coded sentence first")
   return()
@@ -69,8 +106,12 @@ if(NOT expects)
 endif()
 foreach(line ${expects})
   string(REGEX REPLACE "^// EXPECT: " "" re "${line}")
-  if(NOT head MATCHES "${re}")
-    message(FATAL_ERROR "expected /${re}/ in the first ${FIRST_LINES} lines of the diagnostics, got:\n${head}")
+  if(re MATCHES "^E-[A-Z]+-[0-9][0-9][0-9]")  # the coded sentence: in the first FIRST_LINES lines
+    if(NOT head MATCHES "${re}")
+      message(FATAL_ERROR "expected /${re}/ in the first ${FIRST_LINES} lines of the diagnostics, got:\n${head}")
+    endif()
+  elseif(NOT names MATCHES "${re}")  # the names of both sides: in the first NAME_LINES after the include chain
+    message(FATAL_ERROR "expected /${re}/ in the first ${NAME_LINES} lines of the diagnostics after the include chain, got:\n${names}")
   endif()
 endforeach()
 # `// EXPECT-ONCE: <regex>`: exactly one error line of the whole diagnostics matches (a mistake is told once)

@@ -77,7 +77,10 @@ struct binding {
   static constexpr bool has_forward = forward_input::kind != hook_input_kind::absent;
 
   static constexpr auto forward_result_type() {
-    if constexpr (!has_forward) {
+    // forward's fields checked first, so a refused field's diagnostic is few frames deep
+    if constexpr (!detail::fields_probed<hook::forward, E, Batch, Model, Ps, St>()) {
+      return std::type_identity<std::pair<no_outputs, St>>{};
+    } else if constexpr (!has_forward) {
       (void)required_hook_missing<hook::forward, E>::ok;
       return std::type_identity<std::pair<no_outputs, St>>{};
     } else if constexpr (!input_binds<hook::forward, forward_input, Batch>()) {  // named before forward's body is compiled

@@ -13,6 +13,7 @@
 
 #include <boost/hana/accessors.hpp>
 #include <boost/hana/concept/struct.hpp>
+#include <boost/hana/length.hpp>
 
 #include <cstddef>      // size_t
 #include <string_view>  // hook names
@@ -54,6 +55,31 @@ struct no_params {};  // the hook is absent, or generic in its last parameter
 
 template <class H, class E>
 constexpr auto plain_params() { return H::template plain<E>(); }
+
+// Whether every member of a hook's input struct In binds from batch type Batch, with the binding's
+// own diagnostics (E-BIND-001, E-BIND-005); true for an input that is not a Hana struct (bound, or
+// refused with E-BIND-002, later). member_binds is defined by bind/kwargs.hpp. A variable template
+// over the member indices, so a refused field's diagnostic is few instantiation frames deep.
+template <class Hook, class In, std::size_t I, class B> constexpr bool member_binds();
+template <class S, bool = boost::hana::Struct<S>::value> struct member_sequence { using type = void; };
+template <class S> struct member_sequence<S, true> {
+  using type = std::make_index_sequence<decltype(boost::hana::length(boost::hana::accessors<S>()))::value>;
+};
+template <class Hook, class In, class Batch, class Seq = typename member_sequence<In>::type>
+inline constexpr bool members_bind_v = true;
+template <class Hook, class In, class Batch, std::size_t... I>
+inline constexpr bool members_bind_v<Hook, In, Batch, std::index_sequence<I...>> = (member_binds<Hook, In, I, Batch>() && ...);
+
+// Stands in for the hook's last argument while the hook is looked up. A hook that is a template in
+// its leading parameters has a deduced return type, so naming its specialisation compiles its body;
+// converting this probe to the hook's input type `T const&` happens during overload resolution,
+// before that, and checks T's fields against the batch then. So a mistyped or missing field is the
+// first error, ahead of whatever the hook's body makes of it. (Declared only: never called.)
+template <class Hook, class Batch>
+struct binding_probe {
+  template <class T, bool = members_bind_v<Hook, std::remove_cvref_t<T>, Batch>>
+  operator T const&() const;
+};
 
 }  // namespace detail
 
@@ -114,6 +140,19 @@ NITRO_DETAIL_DEFINE_HOOK(finalize_metrics)
 template <class S>
 inline constexpr bool is_hana_struct_v = boost::hana::Struct<S>::value;
 
+namespace detail {
+// Checks a template hook's input fields against the batch by looking the hook up with a
+// binding_probe as its last argument (before anything names its specialisation). A hook read from
+// its signature, or one that takes the whole batch, is left to hook_input. Always true: a field
+// that does not bind is a static_assert.
+template <class H, class E, class Batch, class... Lead>
+constexpr bool fields_probed() {
+  if constexpr (!std::is_same_v<decltype(plain_params<H, E>()), no_params> || !H::template present<E>) return true;
+  else if constexpr (H::template callable<E const, Lead const&..., Batch const&>) return true;
+  else return H::template callable<E const, Lead const&..., binding_probe<H, Batch>> || true;
+}
+}  // namespace detail
+
 // Resolves hook H of experiment E, given the leading argument types and the batch type.
 //   kind     absent | fields (a Hana struct of batch fields) | whole_batch
 //   input    the struct type (fields) or Batch (whole_batch)
@@ -121,7 +160,8 @@ template <class H, class E, class Batch, class... Lead>
 struct hook_input {
   // Order matters: a non-template hook is read from its signature; a hook callable with the whole
   // batch takes the whole batch; only then is the specialisation for the leading argument types
-  // named (naming it earlier could bind a generic batch parameter to a leading argument's type).
+  // named (naming it earlier could bind a generic batch parameter to a leading argument's type),
+  // after its input fields have been checked against the batch (binding_probe).
   static constexpr auto compute() {
     using P0 = decltype(detail::plain_params<H, E>());
     if constexpr (!std::is_same_v<P0, detail::no_params>) {
@@ -130,13 +170,16 @@ struct hook_input {
       else return std::pair<std::integral_constant<int, 1>, In>{};
     } else if constexpr (H::template present<E> && H::template callable<E const, Lead const&..., Batch const&>) {
       return std::pair<std::integral_constant<int, 2>, Batch>{};
-    } else if constexpr (!std::is_same_v<typename H::template params<E, Lead...>, detail::no_params>) {
-      using params = typename H::template params<E, Lead...>;
-      using In = typename detail::last_param<params>::type;
-      if constexpr (std::is_same_v<In, Batch>) return std::pair<std::integral_constant<int, 2>, Batch>{};
-      else return std::pair<std::integral_constant<int, 1>, In>{};
     } else {
-      return std::pair<std::integral_constant<int, 0>, void*>{};
+      (void)detail::fields_probed<H, E, Batch, Lead...>();
+      if constexpr (!std::is_same_v<typename H::template params<E, Lead...>, detail::no_params>) {
+        using params = typename H::template params<E, Lead...>;
+        using In = typename detail::last_param<params>::type;
+        if constexpr (std::is_same_v<In, Batch>) return std::pair<std::integral_constant<int, 2>, Batch>{};
+        else return std::pair<std::integral_constant<int, 1>, In>{};
+      } else {
+        return std::pair<std::integral_constant<int, 0>, void*>{};
+      }
     }
   }
   using computed = decltype(compute());

@@ -169,11 +169,10 @@ constexpr bool input_binds() {
   if constexpr (HookInput::kind != hook_input_kind::fields) return true;
   else if constexpr (!is_hana_struct_v<typename HookInput::input>) return true;  // bind_input names it (hook_input_not_a_struct)
   else {
-    using In = typename HookInput::input;
-    return []<std::size_t... I>(std::index_sequence<I...>) { return (detail::member_binds<Hook, In, I, B>() && ...); }(
-        std::make_index_sequence<detail::member_count<In>>{});
+    return detail::members_bind_v<Hook, typename HookInput::input, B>;
   }
 }
+
 
 // Does the input of a hook (resolved by hook_input) declare the batch field `Key`?
 template <class HookInput, class Key>
