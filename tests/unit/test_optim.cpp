@@ -100,6 +100,8 @@ TEST_CASE("every rule matches PyTorch step by step (fixtures from tests/data/opt
   constexpr double tol = 2e-5;  // float32, eight steps
   CHECK(replay(fixture_case(all, "sgd"), RuleExp{0.1, [] { return optim::sgd(); }}) < tol);
   CHECK(replay(fixture_case(all, "sgd_momentum_dampening"), RuleExp{0.05, [] { return optim::sgd({.momentum = 0.9, .dampening = 0.1}); }}) < tol);
+  // momentum 0 is plain SGD whatever the dampening, as in PyTorch (it scaled the step by 1 - dampening)
+  CHECK(replay(fixture_case(all, "sgd_dampening_no_momentum"), RuleExp{0.05, [] { return optim::sgd({.dampening = 0.5}); }}) < tol);
   CHECK(replay(fixture_case(all, "sgd_nesterov_weight_decay"),
                RuleExp{0.05, [] { return optim::chain(optim::decayed_weights(0.01), optim::sgd({.momentum = 0.9, .nesterov = true})); }}) < tol);
   CHECK(replay(fixture_case(all, "adam"), RuleExp{1e-2, [] { return optim::adam(); }}) < tol);

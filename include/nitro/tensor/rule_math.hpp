@@ -8,7 +8,7 @@
 // kernels/include/nitro/kernels/optimizer.cuh, through tensor/cuda/optimizer_math.hpp) or an Eigen
 // array of a block (the CPU rules in optim/rules/, which vectorise it), so both backends run the same
 // operations in the same order. The conventions are PyTorch's:
-//   sgd    b = mu b + (1 - dampening) g  (b = g on the first step);  u = nesterov ? g + mu b : b
+//   sgd    b = mu b + (1 - dampening) g  (b = g on the first step, and while mu = 0);  u = nesterov ? g + mu b : b
 //   adam   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  u = (m c1) / (sqrt(v) c2 + eps)
 //          with c1 = 1 / (1 - b1^t), c2 = 1 / sqrt(1 - b2^t)
 //   lion   u = sign(b1 m + (1-b1) g);  m = b2 m + (1-b2) g
@@ -50,8 +50,14 @@ NITRO_HD_INLINE sgd_consts sgd_consts_at(double momentum, double dampening, bool
   const bool first = t <= 1;
   return {first ? 0.f : float(momentum), first ? 1.f : float(1 - dampening), float(momentum), nesterov};
 }
+// With momentum 0 the step is the gradient itself (PyTorch keeps no buffer then and ignores
+// dampening); the buffer holds the gradient, so momentum scheduled up from 0 starts from it.
 template <class U, class B>
 NITRO_HD_INLINE void sgd_direction(U& u, B& buf, sgd_consts const& k) {
+  if (k.mu == 0.f) {
+    buf = u;
+    return;
+  }
   buf = k.mu_buf * buf + k.omd * u;
   if (k.nesterov) u += k.mu * buf;
   else u = buf;

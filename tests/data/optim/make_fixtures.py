@@ -80,6 +80,9 @@ def rules():
     cases.append(run_case("sgd", lambda ps: torch.optim.SGD(ps, lr=0.1), {"eta": 0.1}, seed=1))
     cases.append(run_case("sgd_momentum_dampening", lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, dampening=0.1),
                           {"eta": 0.05, "momentum": 0.9, "dampening": 0.1}, seed=2))
+    # momentum 0: PyTorch keeps no buffer and ignores dampening, so the step is plain SGD
+    cases.append(run_case("sgd_dampening_no_momentum", lambda ps: torch.optim.SGD(ps, lr=0.05, dampening=0.5),
+                          {"eta": 0.05, "dampening": 0.5}, seed=10))
     cases.append(run_case("sgd_nesterov_weight_decay",
                           lambda ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01),
                           {"eta": 0.05, "momentum": 0.9, "weight_decay": 0.01}, seed=3))

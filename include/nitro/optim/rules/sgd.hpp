@@ -5,7 +5,8 @@
 //     b <- momentum*b + (1 - dampening)*g   (b <- g on the first step)
 //     u <- g + momentum*b (Nesterov) or b;   w <- w - eta*u
 // Fields: momentum, dampening (schedulable). State: one buffer, "momentum_buffer". With momentum 0
-// the update is plain SGD; the buffer is kept so that momentum can be scheduled up from 0.
+// the update is plain SGD whatever the dampening (as in PyTorch); the buffer then holds the
+// gradient, so that momentum scheduled up from 0 starts from it.
 #pragma once
 
 #include "nitro/optim/rule.hpp"

@@ -56,8 +56,8 @@ NITRO_HD_INLINE void update_element(float& p, float g, float& m, float& v, float
   if constexpr (R == rule_kind::adamw) {
     rule_math::adam_direction(u, m, v, rule_math::adam_consts{h.beta1, 1.0f - h.beta1, h.beta2, 1.0f - h.beta2, c.c1, c.c2, h.eps});
   } else if constexpr (R == rule_kind::sgd) {
-    if (h.momentum != 0.0f)
-      rule_math::sgd_direction(u, m, rule_math::sgd_consts{c.first ? 0.0f : h.momentum, c.first ? 1.0f : 1.0f - h.dampening, h.momentum, h.nesterov});
+    // momentum 0 is plain sgd inside sgd_direction, which also keeps the buffer as the CPU does
+    rule_math::sgd_direction(u, m, rule_math::sgd_consts{c.first ? 0.0f : h.momentum, c.first ? 1.0f : 1.0f - h.dampening, h.momentum, h.nesterov});
   } else {
     rule_math::lion_direction(u, m, rule_math::lion_consts{h.beta1, 1.0f - h.beta1, h.beta2, 1.0f - h.beta2});
   }
