@@ -1,6 +1,7 @@
 // schedule_map takes key = schedule entries.
 // EXPECT: schedules_takes_key_value_pairs<double>
 // EXPECT: E-SCHED-008
+// EXPECT-ONLY-CODED (the optimizer program reported each use of the bad entry after it)
 #include "optim_common.hpp"
 
 int main() {

@@ -213,7 +213,7 @@ class program {
     using curves = std::tuple<std::remove_cvref_t<decltype(std::declval<typename En::factory_type const&>()(std::int64_t{1}))>...>;
     template <std::size_t I> using entry = typename nitro::detail::nth<I, En...>::type;
   };
-  using keys = keys_of<Schedules>;
+  using keys = keys_of<std::conditional_t<schedule_entries_valid<Schedules>, Schedules, schedule_map<>>>;
   static_assert(checks_evaluated<keys::checked>);
   static constexpr std::size_t key_count = keys::count;
   static constexpr auto resolutions = [] {
@@ -718,7 +718,9 @@ class program {
   std::string binds_to() const {
     constexpr auto r = resolutions[K];
     if constexpr (r.status == detail::key_status::device) {
-      return "device: " + std::string(r.field) + " (written each step)";
+      std::string line = "device: ";
+      line += r.field;
+      return line += " (written each step)";
     } else {
       std::string line = r.status == detail::key_status::opt_group ? "opt, path-bound: " : "opt: ";
       bool first = true;

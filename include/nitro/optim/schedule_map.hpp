@@ -83,7 +83,10 @@ constexpr bool check_schedule_entry() {
 
 template <class... Entries>
 struct schedule_map {
-  static_assert(checks_evaluated<detail::check_schedule_entry<Entries>()...>);
+  // A failing gate (not checks_evaluated): clang then stops at the map, where it went on to report
+  // every use of the entry that is not one; the coded error naming the argument comes first.
+  static_assert((detail::check_schedule_entry<Entries>() && ...),
+                "E-SCHED-008: an argument of nitro::schedule_map{...} is not an entry (the error above names it). Fix: as it says.");
   static constexpr std::size_t size = sizeof...(Entries);
   std::tuple<Entries...> entries;
 
@@ -98,6 +101,12 @@ struct schedule_map {
 };
 template <class... Entries>
 schedule_map(Entries...) -> schedule_map<Entries...>;
+
+// Whether every argument of a schedule map is an entry (else E-SCHED-008 has named the one that is
+// not, and the optimizer program reads the map as empty rather than report each use of it).
+template <class M> inline constexpr bool schedule_entries_valid = true;
+template <class... Entries>
+inline constexpr bool schedule_entries_valid<schedule_map<Entries...>> = (is_schedule_entry<Entries>::value && ...);
 
 template <class T> struct is_schedule_map : std::false_type {};
 template <class... E> struct is_schedule_map<schedule_map<E...>> : std::true_type {};

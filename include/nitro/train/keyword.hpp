@@ -204,18 +204,23 @@ constexpr bool check_run_keyword() noexcept {
   else return not_a_run_keyword<Arg, Position>::ok;
 }
 
+// Is K the keyword Name? False for anything that is not a keyword, without naming K::name (an
+// argument that is not a keyword is E-KW-001 once, not an error in every lookup after it).
+template <fixed_string Name, class K> inline constexpr bool is_keyword_named = false;
+template <fixed_string Name, fixed_string N, class V> inline constexpr bool is_keyword_named<Name, keyword_arg<N, V>> = N == Name;
+
 // Finds keyword Name among the arguments.
 template <fixed_string Name, class... Args>
 constexpr bool has_keyword() noexcept {
-  return ((is_keyword_arg<std::remove_cvref_t<Args>>::value && std::remove_cvref_t<Args>::name == Name) || ...);
+  return (is_keyword_named<Name, std::remove_cvref_t<Args>> || ...);
 }
 template <fixed_string Name, class... Args>
 constexpr std::size_t count_keyword() noexcept {
-  return (std::size_t{0} + ... + std::size_t(is_keyword_arg<std::remove_cvref_t<Args>>::value && std::remove_cvref_t<Args>::name == Name));
+  return (std::size_t{0} + ... + std::size_t(is_keyword_named<Name, std::remove_cvref_t<Args>>));
 }
 template <fixed_string Name, class First, class... Rest>
 constexpr auto const& get_keyword(First const& first, Rest const&... rest) noexcept {
-  if constexpr (is_keyword_arg<First>::value && First::name == Name) return first.value;
+  if constexpr (is_keyword_named<Name, First>) return first.value;
   else return get_keyword<Name>(rest...);
 }
 
