@@ -175,7 +175,10 @@ std::string literal_text(L const& v) {
   else if constexpr (std::is_enum_v<L>) return knob_value::of(v).str();
   else if constexpr (is_list_constant<L>::value) {
     std::string text = "[";
-    for (std::size_t i = 0; i < v.size(); ++i) text += (i ? "," : "") + literal_text(v[i]);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i) text += ',';
+      text += literal_text(v[i]);
+    }
     return text + "]";
   } else if constexpr (std::is_same_v<L, std::string_view>) return std::string(v);
   else if constexpr (std::is_floating_point_v<L>) return knob_value::shortest(v);

@@ -162,7 +162,10 @@ struct knob_value {
       case knob_kind::symbol: return s;
       case knob_kind::list: {
         std::string t = "[";
-        for (std::size_t n = 0; n < items.size(); ++n) t += (n ? "," : "") + items[n].str();
+        for (std::size_t n = 0; n < items.size(); ++n) {
+          if (n) t += ',';
+          t += items[n].str();
+        }
         return t + "]";
       }
     }
