@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
 # bench/compile_cost.sh — what a nitro trainer costs to compile: time and peak memory.
 #
-#   bench/compile_cost.sh [CXX]        (default: c++ — the compiler CMake would pick)
+#   bench/compile_cost.sh [--breakdown] [CXX]      (default: c++ — the compiler CMake would pick)
 #
 # Compiles, with the flags of a Release build of nitro's own targets (-O3 -march=native
-# -std=gnu++20), each examples/*.cpp and generated experiments of 3, 10 and 30 fields
+# -std=gnu++20), the README's trainer (its first cpp block, as ctest readme.trainer cuts it), each
+# examples/*.cpp (these header-only and again linked to nitro::runtime: -DNITRO_RUNTIME_LIB, with
+# src/runtime.cpp measured once) and generated experiments of 3, 10 and 30 fields
 # (bench/gen_experiment.py; with the command line of nitro::main when nitro/cli/main.hpp exists),
 # one translation unit at a time, and prints one JSON line each: wall seconds, CPU seconds (user +
 # system: on a busy machine the wall time stretches, the CPU time much less) and the compiler's
 # peak resident memory. The 30-field experiment is then linked and trained for one epoch on 512
 # images, to show it is a working trainer and not just a type that compiles.
+#
+# --breakdown compiles each translation unit once more with clang++ -ftime-trace and prints, after
+# its cost, where the time went (bench/time_trace.py): parsing by room, instantiation by template
+# family, LLVM's optimisation and the object's code split into what depends on the experiment and
+# what does not. g++ 12's -ftime-report stops with an internal compiler error (timevar.cc:453) on
+# nitro's trainers, so the breakdown is clang's.
 set -euo pipefail
+breakdown=0
+if [[ ${1:-} == --breakdown ]]; then
+  breakdown=1
+  shift
+fi
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 cxx=${1:-${CXX:-c++}}
@@ -23,25 +36,52 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 flags=(-O3 -DNDEBUG -march=native -std=gnu++20 -I"$root/include" -I/usr/include/eigen3 -DBOOST_ALL_NO_LIB)
 
-measure() {  # name source
-  local name=$1 src=$2
-  if ! "$time_bin" -o "$work/time" -f "%e %U %S %M" "$cxx" "${flags[@]}" -c "$src" -o "$work/out.o" 2> "$work/err"; then
+measure() {  # name source experiment-regex [extra flags...]
+  local name=$1 src=$2 exp=$3
+  shift 3
+  local extra=("$@")
+  if ! "$time_bin" -o "$work/time" -f "%e %U %S %M" "$cxx" "${flags[@]}" "${extra[@]}" -c "$src" -o "$work/out.o" 2> "$work/err"; then
     echo "{\"what\": \"compile\", \"name\": \"$name\", \"error\": \"does not compile (first line: $(head -1 "$work/err" | tr -d '"\\' | cut -c1-160))\"}"
     return 0
   fi
   read -r wall user sys kb < <(tail -1 "$work/time")
   python3 -c "import json,sys; print(json.dumps({'what': 'compile', 'name': sys.argv[1], 'wall_s': float(sys.argv[2]), 'cpu_s': round(float(sys.argv[3]) + float(sys.argv[4]), 2), 'peak_mb': round(int(sys.argv[5]) / 1024)}))" \
     "$name" "$wall" "$user" "$sys" "$kb"
+  if ((breakdown)); then
+    if ! clang++ "${flags[@]}" "${extra[@]}" -ftime-trace -ftime-trace-granularity=100 -c "$src" -o "$work/trace.o" 2> "$work/err"; then
+      echo "{\"what\": \"compile breakdown\", \"name\": \"$name\", \"error\": \"clang++ does not compile it\"}"
+      return 0
+    fi
+    python3 "$here/time_trace.py" "$work/trace.json" "$work/trace.o" --experiment "$exp" --name "$name"
+  fi
 }
 
+if ((breakdown)) && ! command -v clang++ > /dev/null; then
+  echo "compile_cost.sh: --breakdown needs clang++ (scripts/install-deps.sh installs it)" >&2
+  exit 2
+fi
+# The README's trainer: its first cpp block after "## A trainer in code" (tests/readme/CMakeLists.txt).
+python3 - "$root/README.md" "$work/readme_trainer.cpp" << 'EOF'
+import sys
+text = open(sys.argv[1]).read()
+block = text[text.index("## A trainer in code"):]
+block = block[block.index("```cpp\n") + len("```cpp\n"):]
+open(sys.argv[2], "w").write(block[:block.index("\n```")] + "\n")
+EOF
+measure "README trainer" "$work/readme_trainer.cpp" 'FashionMLP'
+# the same, linked to nitro::runtime (the products compiled once, in src/runtime.cpp), and that part
+measure "README trainer, with nitro::runtime" "$work/readme_trainer.cpp" 'FashionMLP' -DNITRO_RUNTIME_LIB
+measure "src/runtime.cpp (nitro::runtime, once per build)" "$root/src/runtime.cpp" 'FashionMLP' -DNITRO_RUNTIME_LIB
 for src in "$root"/examples/*.cpp; do
-  measure "examples/$(basename "$src")" "$src"
+  exp=$(sed -n 's/^NITRO_EXPERIMENT(\([A-Za-z_0-9]*\),.*/\1/p' "$src" | head -1)
+  measure "examples/$(basename "$src")" "$src" "${exp:-Fashion}"
+  measure "examples/$(basename "$src"), with nitro::runtime" "$src" "${exp:-Fashion}" -DNITRO_RUNTIME_LIB
 done
 cli=()
 [[ -f $root/include/nitro/cli/main.hpp ]] && cli=(--cli)
 for n in 3 10 30; do
   python3 "$here/gen_experiment.py" "$n" "$work/gen$n.cpp" "${cli[@]}"
-  measure "generated: $n fields${cli:+ (nitro::main)}" "$work/gen$n.cpp"
+  measure "generated: $n fields${cli:+ (nitro::main)}" "$work/gen$n.cpp" 'Experiment[0-9]'
 done
 # the 30-field experiment trains (handle version: it needs no command line)
 python3 "$here/gen_experiment.py" 30 "$work/run30.cpp"
