@@ -20,6 +20,7 @@
 // the same way. With beta = 0, C is written without being read (NaN in C does not propagate).
 #pragma once
 
+#include "nitro/core/runtime.hpp"
 #include "nitro/tensor/cpu/thread_pool.hpp"
 
 #include <Eigen/Core>
@@ -41,8 +42,13 @@
 
 namespace nitro::cpu {
 
-// Which kernel this build's float products use: "avx512" (nitro's own) or "eigen".
-constexpr char const* gemm_kernel_name() noexcept { return NITRO_DETAIL_GEMM_AVX512 ? "avx512" : "eigen"; }
+// Which kernel the float products use: "avx512" (nitro's own) or "eigen". Linked to nitro::runtime
+// (NITRO_RUNTIME_LIB), the products are compiled there, so the runtime's own flags decide and say.
+#if defined(NITRO_RUNTIME_LIB) && !defined(NITRO_RUNTIME_BUILD)
+char const* gemm_kernel_name() noexcept;  // src/runtime.cpp
+#else
+NITRO_RUNTIME_INLINE char const* gemm_kernel_name() noexcept { return NITRO_DETAIL_GEMM_AVX512 ? "avx512" : "eigen"; }
+#endif
 
 namespace detail {
 
@@ -446,6 +452,15 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
   if (beta == T(0)) detail::scale_c(m, n, T(0), c, ldc);
   detail::gemm_eigen_parallel(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
 }
+
+#if defined(NITRO_RUNTIME_LIB) && !defined(NITRO_RUNTIME_BUILD)
+// Compiled once, in nitro::runtime (src/runtime.cpp), not in every translation unit that multiplies:
+// the kernels are a fifth of a small trainer's compile time (bench/README.md, compile cost).
+extern template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, float const*, std::int64_t,
+                                 float const*, std::int64_t, float, float*, std::int64_t);
+extern template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double, double const*, std::int64_t,
+                                  double const*, std::int64_t, double, double*, std::int64_t);
+#endif
 
 }  // namespace nitro::cpu
 
