@@ -17,3 +17,10 @@
 #else
 #define NITRO_RUNTIME_INLINE inline
 #endif
+
+// 1 in a translation unit that links nitro::runtime (the compiled part's definitions are elsewhere).
+#if defined(NITRO_RUNTIME_LIB) && !defined(NITRO_RUNTIME_BUILD)
+#define NITRO_RUNTIME_EXTERN 1
+#else
+#define NITRO_RUNTIME_EXTERN 0
+#endif

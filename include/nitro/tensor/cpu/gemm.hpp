@@ -44,7 +44,7 @@ namespace nitro::cpu {
 
 // Which kernel the float products use: "avx512" (nitro's own) or "eigen". Linked to nitro::runtime
 // (NITRO_RUNTIME_LIB), the products are compiled there, so the runtime's own flags decide and say.
-#if defined(NITRO_RUNTIME_LIB) && !defined(NITRO_RUNTIME_BUILD)
+#if NITRO_RUNTIME_EXTERN
 char const* gemm_kernel_name() noexcept;  // src/runtime.cpp
 #else
 NITRO_RUNTIME_INLINE char const* gemm_kernel_name() noexcept { return NITRO_DETAIL_GEMM_AVX512 ? "avx512" : "eigen"; }
@@ -453,7 +453,7 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
   detail::gemm_eigen_parallel(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc);
 }
 
-#if defined(NITRO_RUNTIME_LIB) && !defined(NITRO_RUNTIME_BUILD)
+#if NITRO_RUNTIME_EXTERN
 // Compiled once, in nitro::runtime (src/runtime.cpp), not in every translation unit that multiplies:
 // the kernels are a fifth of a small trainer's compile time (bench/README.md, compile cost).
 extern template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, float const*, std::int64_t,
