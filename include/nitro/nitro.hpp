@@ -54,6 +54,7 @@
 
 #include "nitro/data/dataset.hpp"
 #include "nitro/data/fashion_mnist.hpp"
+#include "nitro/data/idx.hpp"
 #include "nitro/data/loader.hpp"
 
 #include "nitro/record/atomic_file.hpp"

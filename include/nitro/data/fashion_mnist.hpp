@@ -9,21 +9,12 @@
 // Loaded once per process and shared by every handle that asks for the same options.
 #pragma once
 
-#include "nitro/core/rng.hpp"
+#include "nitro/core/runtime.hpp"
 #include "nitro/data/dataset.hpp"
-#include "nitro/data/idx.hpp"
-#include "nitro/core/cache_stats.hpp"
 
 #include <boost/hana/define_struct.hpp>
 
-#include <algorithm>   // sort, min
 #include <cstdint>     // int64_t
-#include <cstdlib>     // getenv
-#include <filesystem>  // file sizes for the fingerprint
-#include <map>         // the process cache
-#include <memory>      // shared_ptr
-#include <mutex>       // the process cache
-#include <numeric>     // iota
 #include <string>      // paths
 
 namespace nitro::data {
@@ -49,17 +40,42 @@ struct fashion_mnist_options {
   std::int64_t test_limit = 0;    // likewise for test (and valid)
   std::uint64_t split_seed = 20;  // which images are held out; not the run seed, so valid is fixed across seeds
 
-  std::string key() const {
-    return dir + "|" + std::to_string(valid) + "|" + std::to_string(train_limit) + "|" + std::to_string(test_limit) + "|" +
-           std::to_string(split_seed);
-  }
+  std::string key() const;  // the process cache's key
 };
 
 inline constexpr char const* fashion_mnist_install_hint =
     "install the data set: apt-get install dataset-fashion-mnist (or set NITRO_FASHION_MNIST_DIR to a folder holding "
     "train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz)";
 
-inline std::string fashion_mnist_dir(std::string const& dir) {
+// The folder the files are read from: dir, else $NITRO_FASHION_MNIST_DIR, else Debian's.
+NITRO_RUNTIME_INLINE std::string fashion_mnist_dir(std::string const& dir);
+
+// The three splits (read once per process for the same options; later calls share the tensors).
+NITRO_RUNTIME_INLINE dataset<image_batch> fashion_mnist(fashion_mnist_options opt = {});
+
+}  // namespace nitro::data
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+#include "nitro/core/cache_stats.hpp"
+#include "nitro/core/rng.hpp"
+#include "nitro/data/idx.hpp"
+
+#include <algorithm>   // sort, min
+#include <cstdlib>     // getenv
+#include <filesystem>  // file sizes for the fingerprint
+#include <map>         // the process cache
+#include <mutex>       // the process cache
+#include <numeric>     // iota
+
+namespace nitro::data {
+
+NITRO_RUNTIME_INLINE std::string fashion_mnist_options::key() const {
+  return dir + "|" + std::to_string(valid) + "|" + std::to_string(train_limit) + "|" + std::to_string(test_limit) + "|" +
+         std::to_string(split_seed);
+}
+
+NITRO_RUNTIME_INLINE std::string fashion_mnist_dir(std::string const& dir) {
   if (!dir.empty()) return dir;
   if (char const* env = std::getenv("NITRO_FASHION_MNIST_DIR"); env && *env) return env;
   return "/usr/share/datasets/fashion-mnist";
@@ -102,7 +118,7 @@ inline image_batch fm_select(fm_raw const& raw, std::vector<std::int64_t> const&
 
 }  // namespace detail
 
-inline dataset<image_batch> fashion_mnist(fashion_mnist_options opt = {}) {
+NITRO_RUNTIME_INLINE dataset<image_batch> fashion_mnist(fashion_mnist_options opt) {
   static std::mutex mutex;
   static std::map<std::string, dataset<image_batch>> cache;
   opt.dir = fashion_mnist_dir(opt.dir);
@@ -150,3 +166,4 @@ inline dataset<image_batch> fashion_mnist(fashion_mnist_options opt = {}) {
 }
 
 }  // namespace nitro::data
+#endif  // !NITRO_RUNTIME_EXTERN

@@ -7,8 +7,7 @@
 #pragma once
 
 #include "nitro/core/error.hpp"
-
-#include <zlib.h>
+#include "nitro/core/runtime.hpp"
 
 #include <cstdint>     // uint8_t, int64_t
 #include <filesystem>  // exists
@@ -23,7 +22,19 @@ struct idx_array {
   std::int64_t count() const noexcept { return dims.empty() ? 0 : dims[0]; }
 };
 
-inline idx_array read_idx(std::string const& path, std::string const& install_hint = {}) {
+NITRO_RUNTIME_INLINE idx_array read_idx(std::string const& path, std::string const& install_hint = {});
+
+}  // namespace nitro::data
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+#include <zlib.h>
+
+#include <algorithm>  // min
+
+namespace nitro::data {
+
+NITRO_RUNTIME_INLINE idx_array read_idx(std::string const& path, std::string const& install_hint) {
   if (!std::filesystem::exists(path))
     throw error("E-DATA-001", "the data file " + path + " does not exist",
                 install_hint.empty() ? "check the path" : install_hint);
@@ -76,3 +87,4 @@ inline idx_array read_idx(std::string const& path, std::string const& install_hi
 }
 
 }  // namespace nitro::data
+#endif  // !NITRO_RUNTIME_EXTERN

@@ -23,6 +23,7 @@
 // vectors, which keep their capacity between calls.
 #pragma once
 
+#include "nitro/core/runtime.hpp"
 #include "nitro/core/error.hpp"
 
 #include <cstddef>      // size_t
@@ -130,14 +131,7 @@ inline spread spread_of(replicas& r, std::int64_t v, std::string_view what) {
 }
 
 // Every rank must hold the same value (a seed, a layout, a checksum); E-DIST-007 when they do not.
-inline void require_same(replicas& r, std::int64_t v, std::string_view what, std::string_view fix) {
-  const spread s = spread_of(r, v, what);
-  if (!s.same())
-    throw error("E-DIST-007",
-                "the " + std::to_string(r.size()) + " ranks disagree on " + std::string(what) + " (values from " + std::to_string(s.min) +
-                    " to " + std::to_string(s.max) + "; this rank, " + std::to_string(r.rank()) + ", has " + std::to_string(v) + ")",
-                std::string(fix));
-}
+NITRO_RUNTIME_INLINE void require_same(replicas& r, std::int64_t v, std::string_view what, std::string_view fix);
 
 // What every rank must agree on before the first step, or the ranks would not be copies of one
 // run: the seed (the epochs' permutation, every random stream), the global batch, accum, the
@@ -166,3 +160,19 @@ inline std::int64_t checksum(void const* data, std::size_t bytes, std::uint64_t 
 }
 
 }  // namespace nitro::dist
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro::dist {
+
+NITRO_RUNTIME_INLINE void require_same(replicas& r, std::int64_t v, std::string_view what, std::string_view fix) {
+  const spread s = spread_of(r, v, what);
+  if (!s.same())
+    throw error("E-DIST-007",
+                "the " + std::to_string(r.size()) + " ranks disagree on " + std::string(what) + " (values from " + std::to_string(s.min) +
+                    " to " + std::to_string(s.max) + "; this rank, " + std::to_string(r.rank()) + ", has " + std::to_string(v) + ")",
+                std::string(fix));
+}
+
+}  // namespace nitro::dist
+#endif  // !NITRO_RUNTIME_EXTERN

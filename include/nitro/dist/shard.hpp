@@ -19,6 +19,7 @@
 // Needs no MPI header. E-DIST-001 when the global batch does not divide over the ranks.
 #pragma once
 
+#include "nitro/core/runtime.hpp"
 #include "nitro/core/error.hpp"
 #include "nitro/data/dataset.hpp"
 #include "nitro/data/loader.hpp"
@@ -45,14 +46,7 @@ constexpr shard shard_of(std::int64_t n, int rank, int size) noexcept {
 
 // The global batch must split evenly: every rank trains on the same number of samples, so the
 // mean of the ranks' mean gradients is the mean gradient of the global batch.
-inline void check_global_batch(std::int64_t global_batch, int size) {
-  if (size < 1 || global_batch % size != 0 || global_batch < size)
-    throw error("E-DIST-001",
-                "the global batch of " + std::to_string(global_batch) + " samples does not split evenly over " + std::to_string(size) +
-                    " ranks",
-                "use a batch_size that is a multiple of the number of ranks (" + std::to_string(size) + "), or launch a number of ranks that divides " +
-                    std::to_string(global_batch));
-}
+NITRO_RUNTIME_INLINE void check_global_batch(std::int64_t global_batch, int size);
 
 namespace detail {
 // Samples [first, first + count) of a split, viewing its memory.
@@ -131,3 +125,19 @@ class shard_loader : public data::loader<Batch> {
 };
 
 }  // namespace nitro::dist
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro::dist {
+
+NITRO_RUNTIME_INLINE void check_global_batch(std::int64_t global_batch, int size) {
+  if (size < 1 || global_batch % size != 0 || global_batch < size)
+    throw error("E-DIST-001",
+                "the global batch of " + std::to_string(global_batch) + " samples does not split evenly over " + std::to_string(size) +
+                    " ranks",
+                "use a batch_size that is a multiple of the number of ranks (" + std::to_string(size) + "), or launch a number of ranks that divides " +
+                    std::to_string(global_batch));
+}
+
+}  // namespace nitro::dist
+#endif  // !NITRO_RUNTIME_EXTERN

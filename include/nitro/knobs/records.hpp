@@ -12,6 +12,7 @@
 // prefix, `latest`) to a run folder; `latest_run_with` finds the newest run of a selection.
 #pragma once
 
+#include "nitro/core/runtime.hpp"
 #include "nitro/core/error.hpp"
 #include "nitro/record/loggers/jsonl.hpp"
 #include "nitro/record/record_file.hpp"
@@ -42,24 +43,9 @@ namespace nitro {
 using ordered_json = nlohmann::ordered_json;
 
 // "2025-01-07T14:15:02.123Z": UTC with milliseconds, sortable as text.
-inline std::string iso_time_now() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[40];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  char out[48];
-  std::snprintf(out, sizeof out, "%s.%03dZ", buf, static_cast<int>(ms));
-  return out;
-}
+NITRO_RUNTIME_INLINE std::string iso_time_now();
 
-inline std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  return buf;
-}
+NITRO_RUNTIME_INLINE std::string host_name();
 
 // What a run is, beyond its selection: filled by whoever starts it.
 struct run_identity {
@@ -74,34 +60,13 @@ struct run_identity {
 };
 
 // Every knob with its value and source (and doc): the manifest's and explain's view.
-inline ordered_json knobs_json(catalog const& c, selection const& s, bool with_doc = true) {
-  ordered_json j = ordered_json::object();
-  for (std::size_t i = 0; i < c.knobs.size(); ++i) {
-    ordered_json k;
-    k["value"] = s.knobs[i].value.json();
-    k["source"] = to_string(s.knobs[i].source);
-    if (with_doc && !c.knobs[i].doc.empty()) k["doc"] = c.knobs[i].doc;
-    j[c.knobs[i].name] = k;
-  }
-  return j;
-}
+NITRO_RUNTIME_INLINE ordered_json knobs_json(catalog const& c, selection const& s, bool with_doc = true);
 
 // The overrides (--steps, --eval-every, --diagnostics) with source `override`.
-inline ordered_json overrides_json(selection_request const& r) {
-  ordered_json j = ordered_json::object();
-  if (r.steps) j["steps"] = {{"value", *r.steps}, {"source", "override"}};
-  if (r.eval_every) j["eval_every"] = {{"value", *r.eval_every}, {"source", "override"}};
-  if (r.diagnostics) j["diagnostics"] = {{"value", true}, {"source", "override"}};
-  return j;
-}
+NITRO_RUNTIME_INLINE ordered_json overrides_json(selection_request const& r);
 
 // The selection as every record carries it: what was asked, and what every knob became.
-inline ordered_json selection_json(catalog const& c, selection const& s) {
-  ordered_json j = s.request.json();
-  j["knobs"] = knobs_json(c, s, false);
-  j["program"] = c.programs[s.program];
-  return j;
-}
+NITRO_RUNTIME_INLINE ordered_json selection_json(catalog const& c, selection const& s);
 
 inline ordered_json build_json() {
   ordered_json b;
@@ -138,13 +103,7 @@ inline ordered_json build_json() {
   return b;
 }
 
-inline ordered_json versions_json() {
-  ordered_json v;
-  v["nitro"] = "0.1.0";
-  v["nlohmann_json"] = std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "." + std::to_string(NLOHMANN_JSON_VERSION_MINOR) + "." +
-                       std::to_string(NLOHMANN_JSON_VERSION_PATCH);
-  return v;
-}
+NITRO_RUNTIME_INLINE ordered_json versions_json();
 
 inline ordered_json manifest_json(catalog const& c, selection const& s, run_identity const& id) {
   ordered_json m;
@@ -170,18 +129,7 @@ inline ordered_json manifest_json(catalog const& c, selection const& s, run_iden
 }
 
 // The first line of metrics.jsonl (hand it to any JSONL logger as its header).
-inline ordered_json metrics_metadata_json(catalog const& c, selection const& s, run_identity const& id) {
-  ordered_json m;
-  m["type"] = "metadata";
-  m["format"] = metrics_jsonl_format;  // what the JSONL logger writes
-  m["slug"] = id.slug;
-  m["experiment"] = c.experiment;
-  m["program"] = c.programs[s.program];
-  m["selection"] = selection_json(c, s);
-  m["seed"] = s.seed(c);
-  m["started"] = id.started;
-  return m;
-}
+NITRO_RUNTIME_INLINE ordered_json metrics_metadata_json(catalog const& c, selection const& s, run_identity const& id);
 
 // status.json (status_record): rewritten atomically whenever it changes; `heartbeat` tells a watcher it is alive.
 struct status_record {
@@ -200,47 +148,14 @@ struct status_record {
   std::string started, finished, error;
   std::string reason;  // why a run stopped or diverged (early stop, a stop asked, the loss)
 
-  ordered_json json() const {
-    ordered_json j;
-    j["format"] = "nitro.status/1";
-    j["state"] = state;
-    j["slug"] = slug;
-    j["selection"] = selection;
-    j["step"] = step;
-    j["epoch"] = epoch;
-    j["horizon"] = {{"steps", horizon_steps}, {"epochs", horizon_epochs}};
-    ordered_json l = ordered_json::object();
-    for (auto const& [k, v] : last) l[k] = v;
-    j["last"] = l;
-    if (best_value) j["best"] = {{"metric", best_metric}, {"mode", best_minimize ? "min" : "max"}, {"value", *best_value}, {"step", best_step}};
-    else j["best"] = nullptr;
-    j["heartbeat"] = iso_time_now();
-    j["pid"] = static_cast<long>(::getpid());
-    j["host"] = host_name();
-    j["started"] = started;
-    if (!finished.empty()) j["finished"] = finished;
-    if (!error.empty()) j["error"] = error;
-    if (!reason.empty()) j["reason"] = reason;
-    return j;
-  }
+  ordered_json json() const;
 };
 
 // A run's folder and its files.
 class run_record {
  public:
   // Makes <run_dir>/<slug>/ (and run_dir when missing); E-REC-001 when the slug is taken.
-  static run_record create(std::string const& run_dir, std::string const& slug) {
-    std::error_code ec;
-    std::filesystem::create_directories(run_dir, ec);
-    if (ec) { errno = ec.value(); detail::record_io_error("create the run folder", run_dir); }
-    std::string dir = (std::filesystem::path(run_dir) / slug).string();
-    if (::mkdir(dir.c_str(), 0755) != 0) {
-      if (errno == EEXIST)
-        throw error("E-REC-001", "the run folder " + dir + " exists already", "choose another --id, or leave --id out for a fresh one");
-      detail::record_io_error("create", dir);
-    }
-    return run_record(dir);
-  }
+  static run_record create(std::string const& run_dir, std::string const& slug);
   explicit run_record(std::string dir) : m_dir(std::move(dir)) {}
 
   std::string const& dir() const noexcept { return m_dir; }
@@ -256,7 +171,90 @@ class run_record {
 };
 
 // ---- reading records back ----------------------------------------------------------------------
-inline ordered_json read_json(std::string const& path) {
+NITRO_RUNTIME_INLINE ordered_json read_json(std::string const& path);
+
+// Every line of a metrics.jsonl that parses (a torn last line of a crashed run is skipped).
+NITRO_RUNTIME_INLINE std::vector<ordered_json> read_jsonl(std::string const& path);
+
+struct run_entry {
+  std::string dir;
+  std::string slug;
+  std::string started;
+  ordered_json manifest;
+};
+
+// Runs under run_dir (folders with a readable manifest), oldest first.
+NITRO_RUNTIME_INLINE std::vector<run_entry> list_runs(std::string const& run_dir);
+
+// A run folder from what a user typed: a path to a run folder, a slug under run_dir, a unique
+// prefix of one, or `latest`. E-CLI-004 when nothing (or more than one) matches.
+NITRO_RUNTIME_INLINE std::string find_run(std::string const& run_dir, std::string const& ref);
+
+// The newest run of this experiment whose recorded variant and --set values equal `r`'s.
+NITRO_RUNTIME_INLINE std::string latest_run_with(std::string const& run_dir, std::string const& experiment, selection_request const& r);
+
+}  // namespace nitro
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro {
+
+NITRO_RUNTIME_INLINE std::string iso_time_now() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  char out[48];
+  std::snprintf(out, sizeof out, "%s.%03dZ", buf, static_cast<int>(ms));
+  return out;
+}
+
+NITRO_RUNTIME_INLINE std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+NITRO_RUNTIME_INLINE ordered_json overrides_json(selection_request const& r) {
+  ordered_json j = ordered_json::object();
+  if (r.steps) j["steps"] = {{"value", *r.steps}, {"source", "override"}};
+  if (r.eval_every) j["eval_every"] = {{"value", *r.eval_every}, {"source", "override"}};
+  if (r.diagnostics) j["diagnostics"] = {{"value", true}, {"source", "override"}};
+  return j;
+}
+
+NITRO_RUNTIME_INLINE ordered_json selection_json(catalog const& c, selection const& s) {
+  ordered_json j = s.request.json();
+  j["knobs"] = knobs_json(c, s, false);
+  j["program"] = c.programs[s.program];
+  return j;
+}
+
+NITRO_RUNTIME_INLINE ordered_json versions_json() {
+  ordered_json v;
+  v["nitro"] = "0.1.0";
+  v["nlohmann_json"] = std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "." + std::to_string(NLOHMANN_JSON_VERSION_MINOR) + "." +
+                       std::to_string(NLOHMANN_JSON_VERSION_PATCH);
+  return v;
+}
+
+NITRO_RUNTIME_INLINE ordered_json metrics_metadata_json(catalog const& c, selection const& s, run_identity const& id) {
+  ordered_json m;
+  m["type"] = "metadata";
+  m["format"] = metrics_jsonl_format;  // what the JSONL logger writes
+  m["slug"] = id.slug;
+  m["experiment"] = c.experiment;
+  m["program"] = c.programs[s.program];
+  m["selection"] = selection_json(c, s);
+  m["seed"] = s.seed(c);
+  m["started"] = id.started;
+  return m;
+}
+
+NITRO_RUNTIME_INLINE ordered_json read_json(std::string const& path) {
   std::string text = read_record_file(path);
   ordered_json j = ordered_json::parse(text, nullptr, false);
   if (j.is_discarded())
@@ -265,8 +263,7 @@ inline ordered_json read_json(std::string const& path) {
   return j;
 }
 
-// Every line of a metrics.jsonl that parses (a torn last line of a crashed run is skipped).
-inline std::vector<ordered_json> read_jsonl(std::string const& path) {
+NITRO_RUNTIME_INLINE std::vector<ordered_json> read_jsonl(std::string const& path) {
   std::vector<ordered_json> lines;
   std::string text = read_record_file(path);
   std::size_t at = 0;
@@ -280,15 +277,7 @@ inline std::vector<ordered_json> read_jsonl(std::string const& path) {
   return lines;
 }
 
-struct run_entry {
-  std::string dir;
-  std::string slug;
-  std::string started;
-  ordered_json manifest;
-};
-
-// Runs under run_dir (folders with a readable manifest), oldest first.
-inline std::vector<run_entry> list_runs(std::string const& run_dir) {
+NITRO_RUNTIME_INLINE std::vector<run_entry> list_runs(std::string const& run_dir) {
   std::vector<run_entry> runs;
   std::error_code ec;
   if (!std::filesystem::is_directory(run_dir, ec)) return runs;
@@ -311,9 +300,7 @@ inline std::vector<run_entry> list_runs(std::string const& run_dir) {
   return runs;
 }
 
-// A run folder from what a user typed: a path to a run folder, a slug under run_dir, a unique
-// prefix of one, or `latest`. E-CLI-004 when nothing (or more than one) matches.
-inline std::string find_run(std::string const& run_dir, std::string const& ref) {
+NITRO_RUNTIME_INLINE std::string find_run(std::string const& run_dir, std::string const& ref) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::exists(fs::path(ref) / "manifest.json", ec)) return ref;
@@ -337,8 +324,7 @@ inline std::string find_run(std::string const& run_dir, std::string const& ref) 
               "give a run folder, a slug (or its unique start) under --run-dir, or `latest`");
 }
 
-// The newest run of this experiment whose recorded variant and --set values equal `r`'s.
-inline std::string latest_run_with(std::string const& run_dir, std::string const& experiment, selection_request const& r) {
+NITRO_RUNTIME_INLINE std::string latest_run_with(std::string const& run_dir, std::string const& experiment, selection_request const& r) {
   auto runs = list_runs(run_dir);
   for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
     auto const& m = it->manifest;
@@ -351,4 +337,54 @@ inline std::string latest_run_with(std::string const& run_dir, std::string const
   throw error("E-CLI-004", "no run under " + run_dir + " was made with " + what, "start one with `run` and the same flags, or name the run");
 }
 
+NITRO_RUNTIME_INLINE ordered_json knobs_json(catalog const& c, selection const& s, bool with_doc) {
+  ordered_json j = ordered_json::object();
+  for (std::size_t i = 0; i < c.knobs.size(); ++i) {
+    ordered_json k;
+    k["value"] = s.knobs[i].value.json();
+    k["source"] = to_string(s.knobs[i].source);
+    if (with_doc && !c.knobs[i].doc.empty()) k["doc"] = c.knobs[i].doc;
+    j[c.knobs[i].name] = k;
+  }
+  return j;
+}
+
+NITRO_RUNTIME_INLINE ordered_json status_record::json() const {
+  ordered_json j;
+  j["format"] = "nitro.status/1";
+  j["state"] = state;
+  j["slug"] = slug;
+  j["selection"] = selection;
+  j["step"] = step;
+  j["epoch"] = epoch;
+  j["horizon"] = {{"steps", horizon_steps}, {"epochs", horizon_epochs}};
+  ordered_json l = ordered_json::object();
+  for (auto const& [k, v] : last) l[k] = v;
+  j["last"] = l;
+  if (best_value) j["best"] = {{"metric", best_metric}, {"mode", best_minimize ? "min" : "max"}, {"value", *best_value}, {"step", best_step}};
+  else j["best"] = nullptr;
+  j["heartbeat"] = iso_time_now();
+  j["pid"] = static_cast<long>(::getpid());
+  j["host"] = host_name();
+  j["started"] = started;
+  if (!finished.empty()) j["finished"] = finished;
+  if (!error.empty()) j["error"] = error;
+  if (!reason.empty()) j["reason"] = reason;
+  return j;
+}
+
+NITRO_RUNTIME_INLINE run_record run_record::create(std::string const& run_dir, std::string const& slug) {
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir, ec);
+  if (ec) { errno = ec.value(); detail::record_io_error("create the run folder", run_dir); }
+  std::string dir = (std::filesystem::path(run_dir) / slug).string();
+  if (::mkdir(dir.c_str(), 0755) != 0) {
+    if (errno == EEXIST)
+      throw error("E-REC-001", "the run folder " + dir + " exists already", "choose another --id, or leave --id out for a fresh one");
+    detail::record_io_error("create", dir);
+  }
+  return run_record(dir);
+}
+
 }  // namespace nitro
+#endif  // !NITRO_RUNTIME_EXTERN

@@ -4,6 +4,7 @@
 // What each reducer means, and how a split's metrics add up, is nn/metrics.hpp (the accumulator).
 #pragma once
 
+#include "nitro/core/runtime.hpp"
 #pragma once
 
 #include "nitro/bind/binding.hpp"
@@ -77,12 +78,7 @@ struct metric_values {
   bool has_tensor(std::string const& name) const { return tensors.count(name) != 0; }
 
  private:
-  std::string known() const {
-    std::string s;
-    for (auto const& [k, v] : scalars) s += (s.empty() ? "" : ", ") + k;
-    for (auto const& [k, v] : tensors) s += (s.empty() ? "" : ", ") + k + " (tensor)";
-    return s.empty() ? "none" : s;
-  }
+  std::string known() const;
 };
 
 // ---- compile-time diagnostics ---------------------------------------------------------------------
@@ -182,3 +178,17 @@ template <class M> struct type_tag { static constexpr char id = 0; };
 }  // namespace detail
 
 }  // namespace nitro
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro {
+
+NITRO_RUNTIME_INLINE std::string metric_values::known() const {
+  std::string s;
+  for (auto const& [k, v] : scalars) s += (s.empty() ? "" : ", ") + k;
+  for (auto const& [k, v] : tensors) s += (s.empty() ? "" : ", ") + k + " (tensor)";
+  return s.empty() ? "none" : s;
+}
+
+}  // namespace nitro
+#endif  // !NITRO_RUNTIME_EXTERN

@@ -28,6 +28,7 @@
 // checkpoint that was written but not yet indexed, and removes leftovers.
 #pragma once
 
+#include "nitro/core/runtime.hpp"
 #include "nitro/record/checkpoint_file.hpp"
 #include "nitro/record/checkpoint_index.hpp"
 #include "nitro/core/error.hpp"
@@ -63,17 +64,7 @@ class checkpointer {
  public:
   // Opens (creating it if needed) a run's checkpoints directory. An existing index is read; a
   // checkpoint written after the index's last update is adopted; leftovers are removed.
-  checkpointer(std::filesystem::path dir, checkpoint_policy policy) : m_dir(std::move(dir)), m_policy(std::move(policy)) {
-    m_policy.validate();
-    std::error_code ec;
-    std::filesystem::create_directories(m_dir, ec);
-    if (ec) throw error("E-CKPT-010", "cannot create the checkpoints directory '" + m_dir.string() + "' (" + ec.message() + ")", "check the run directory's permissions");
-    remove_stale_temporaries(m_dir);
-    if (std::filesystem::exists(m_dir / checkpoint_index::file_name)) m_index = checkpoint_index::load(m_dir);
-    m_index.monitor = m_policy.monitor;
-    m_index.mode = m_policy.mode;
-    recover();
-  }
+  checkpointer(std::filesystem::path dir, checkpoint_policy policy);
 
   std::filesystem::path const& directory() const noexcept { return m_dir; }
   checkpoint_policy const& policy() const noexcept { return m_policy; }
@@ -87,82 +78,15 @@ class checkpointer {
 
   // Writes the checkpoint (the writer's tensors plus the info's metadata), then the index, then
   // removes what the retention no longer keeps. A checkpoint of a step already indexed replaces it.
-  checkpoint_entry save(safetensors_writer& w, checkpoint_info info) {
-    // A checkpoint without metrics (a step before the first evaluation) does not rank; metrics that
-    // lack the monitor mean the monitor is misspelt or never evaluated.
-    if (m_policy.keep_best != 0 && !info.metrics.empty() && !info.metrics.count(m_policy.monitor)) {
-      std::string have;
-      for (auto const& [k, v] : info.metrics) have += (have.empty() ? "" : ", ") + k;
-      throw error("E-CKPT-019", "the checkpointer ranks by '" + m_policy.monitor + "' but the metrics given to this checkpoint are {" + have + "}",
-                  "evaluate the split the monitor names before saving, or monitor a metric the run reports");
-    }
-    info.seq = m_index.next_seq;
-    write_checkpoint_metadata(w, info);
-    checkpoint_entry e{detail::checkpoint_file_name(info.step), info.step, info.epoch, info.batch_in_epoch, info.seq, detail::now_ns(), info.metrics};
-    w.write(m_dir / e.file);
-    std::erase_if(m_index.entries, [&](auto const& x) { return x.file == e.file; });
-    m_index.entries.push_back(e);
-    m_index.next_seq = info.seq + 1;
-    commit_index();
-    return e;
-  }
+  checkpoint_entry save(safetensors_writer& w, checkpoint_info info);
 
  private:
-  std::vector<checkpoint_entry> retained() const {
-    std::set<std::int64_t> keep;
-    for (auto const& e : m_index.last(m_policy.keep_last)) keep.insert(e.seq);
-    if (m_policy.keep_best != 0)
-      for (auto const& e : m_index.best(m_policy.keep_best)) keep.insert(e.seq);
-    std::vector<checkpoint_entry> r;
-    for (auto const& e : m_index.entries)
-      if (keep.count(e.seq)) r.push_back(e);
-    return r;
-  }
+  std::vector<checkpoint_entry> retained() const;
   // Index first (atomically), then the files it no longer lists.
-  void commit_index() {
-    auto keep = retained();
-    std::vector<std::string> drop;
-    for (auto const& e : m_index.entries)
-      if (std::none_of(keep.begin(), keep.end(), [&](auto const& k) { return k.seq == e.seq; })) drop.push_back(e.file);
-    m_index.entries = std::move(keep);
-    m_index.updated_ns = std::max(detail::now_ns(), m_index.updated_ns + 1);
-    m_index.store(m_dir);
-    for (auto const& f : drop) {
-      std::error_code ec;
-      std::filesystem::remove(m_dir / f, ec);
-    }
-    if (!drop.empty()) fsync_directory(m_dir);
-  }
+  void commit_index();
   // Checkpoint files the index does not list: adopt one written after the index's last update
   // (the process died between the two writes), remove the rest (pruned before a crash).
-  void recover() {
-    bool changed = false;
-    std::vector<std::filesystem::path> unlisted;
-    std::error_code ec;
-    for (auto it = std::filesystem::directory_iterator(m_dir, ec); !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-      const std::string n = it->path().filename().string();
-      if (!detail::is_checkpoint_file_name(n)) continue;
-      if (std::none_of(m_index.entries.begin(), m_index.entries.end(), [&](auto const& e) { return e.file == n; })) unlisted.push_back(it->path());
-    }
-    std::sort(unlisted.begin(), unlisted.end());
-    for (auto const& p : unlisted) {
-      std::optional<checkpoint_info> info;
-      try {
-        info = read_checkpoint_info(safetensors_file::read(p));
-      } catch (error const&) {
-      }
-      if (info && info->seq >= m_index.next_seq && detail::checkpoint_file_name(info->step) == p.filename().string()) {
-        m_index.entries.push_back({p.filename().string(), info->step, info->epoch, info->batch_in_epoch, info->seq, detail::now_ns(), info->metrics});
-        m_index.next_seq = info->seq + 1;
-      } else {
-        std::error_code rm;
-        std::filesystem::remove(p, rm);
-      }
-      changed = true;
-    }
-    std::sort(m_index.entries.begin(), m_index.entries.end(), [](auto const& a, auto const& b) { return a.seq < b.seq; });
-    if (changed) commit_index();
-  }
+  void recover();
 
   std::filesystem::path m_dir;
   checkpoint_policy m_policy;
@@ -174,8 +98,103 @@ class checkpointer {
 // computed in double in the order given and rounded to each tensor's dtype. Every file must hold
 // the same tensors (names, dtypes, shapes) under those prefixes; integer tensors must be equal in
 // all. The result is an in-memory, validated safetensors_file ("format" = "nitro.average").
-inline safetensors_file average_checkpoints(std::vector<std::filesystem::path> const& files,
-                                            std::vector<std::string> const& prefixes = {"params.", "state.", "ema."}) {
+NITRO_RUNTIME_INLINE safetensors_file average_checkpoints(std::vector<std::filesystem::path> const& files,
+                                                          std::vector<std::string> const& prefixes = {"params.", "state.", "ema."});
+
+}  // namespace nitro
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro {
+
+NITRO_RUNTIME_INLINE checkpointer::checkpointer(std::filesystem::path dir, checkpoint_policy policy) : m_dir(std::move(dir)), m_policy(std::move(policy)) {
+  m_policy.validate();
+  std::error_code ec;
+  std::filesystem::create_directories(m_dir, ec);
+  if (ec) throw error("E-CKPT-010", "cannot create the checkpoints directory '" + m_dir.string() + "' (" + ec.message() + ")", "check the run directory's permissions");
+  remove_stale_temporaries(m_dir);
+  if (std::filesystem::exists(m_dir / checkpoint_index::file_name)) m_index = checkpoint_index::load(m_dir);
+  m_index.monitor = m_policy.monitor;
+  m_index.mode = m_policy.mode;
+  recover();
+}
+
+NITRO_RUNTIME_INLINE checkpoint_entry checkpointer::save(safetensors_writer& w, checkpoint_info info) {
+  // A checkpoint without metrics (a step before the first evaluation) does not rank; metrics that
+  // lack the monitor mean the monitor is misspelt or never evaluated.
+  if (m_policy.keep_best != 0 && !info.metrics.empty() && !info.metrics.count(m_policy.monitor)) {
+    std::string have;
+    for (auto const& [k, v] : info.metrics) have += (have.empty() ? "" : ", ") + k;
+    throw error("E-CKPT-019", "the checkpointer ranks by '" + m_policy.monitor + "' but the metrics given to this checkpoint are {" + have + "}",
+                "evaluate the split the monitor names before saving, or monitor a metric the run reports");
+  }
+  info.seq = m_index.next_seq;
+  write_checkpoint_metadata(w, info);
+  checkpoint_entry e{detail::checkpoint_file_name(info.step), info.step, info.epoch, info.batch_in_epoch, info.seq, detail::now_ns(), info.metrics};
+  w.write(m_dir / e.file);
+  std::erase_if(m_index.entries, [&](auto const& x) { return x.file == e.file; });
+  m_index.entries.push_back(e);
+  m_index.next_seq = info.seq + 1;
+  commit_index();
+  return e;
+}
+
+NITRO_RUNTIME_INLINE std::vector<checkpoint_entry> checkpointer::retained() const {
+  std::set<std::int64_t> keep;
+  for (auto const& e : m_index.last(m_policy.keep_last)) keep.insert(e.seq);
+  if (m_policy.keep_best != 0)
+    for (auto const& e : m_index.best(m_policy.keep_best)) keep.insert(e.seq);
+  std::vector<checkpoint_entry> r;
+  for (auto const& e : m_index.entries)
+    if (keep.count(e.seq)) r.push_back(e);
+  return r;
+}
+
+NITRO_RUNTIME_INLINE void checkpointer::commit_index() {
+  auto keep = retained();
+  std::vector<std::string> drop;
+  for (auto const& e : m_index.entries)
+    if (std::none_of(keep.begin(), keep.end(), [&](auto const& k) { return k.seq == e.seq; })) drop.push_back(e.file);
+  m_index.entries = std::move(keep);
+  m_index.updated_ns = std::max(detail::now_ns(), m_index.updated_ns + 1);
+  m_index.store(m_dir);
+  for (auto const& f : drop) {
+    std::error_code ec;
+    std::filesystem::remove(m_dir / f, ec);
+  }
+  if (!drop.empty()) fsync_directory(m_dir);
+}
+
+NITRO_RUNTIME_INLINE void checkpointer::recover() {
+  bool changed = false;
+  std::vector<std::filesystem::path> unlisted;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(m_dir, ec); !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    if (!detail::is_checkpoint_file_name(n)) continue;
+    if (std::none_of(m_index.entries.begin(), m_index.entries.end(), [&](auto const& e) { return e.file == n; })) unlisted.push_back(it->path());
+  }
+  std::sort(unlisted.begin(), unlisted.end());
+  for (auto const& p : unlisted) {
+    std::optional<checkpoint_info> info;
+    try {
+      info = read_checkpoint_info(safetensors_file::read(p));
+    } catch (error const&) {
+    }
+    if (info && info->seq >= m_index.next_seq && detail::checkpoint_file_name(info->step) == p.filename().string()) {
+      m_index.entries.push_back({p.filename().string(), info->step, info->epoch, info->batch_in_epoch, info->seq, detail::now_ns(), info->metrics});
+      m_index.next_seq = info->seq + 1;
+    } else {
+      std::error_code rm;
+      std::filesystem::remove(p, rm);
+    }
+    changed = true;
+  }
+  std::sort(m_index.entries.begin(), m_index.entries.end(), [](auto const& a, auto const& b) { return a.seq < b.seq; });
+  if (changed) commit_index();
+}
+
+NITRO_RUNTIME_INLINE safetensors_file average_checkpoints(std::vector<std::filesystem::path> const& files, std::vector<std::string> const& prefixes) {
   if (files.empty()) throw error("E-CKPT-024", "averaging needs at least one checkpoint, and none was given", "Average(Last(n)) with n >= 1");
   auto selected = [&](std::string const& name) {
     return std::any_of(prefixes.begin(), prefixes.end(), [&](auto const& p) { return name.rfind(p, 0) == 0; });
@@ -246,4 +265,4 @@ inline safetensors_file average_checkpoints(std::vector<std::filesystem::path> c
 }
 
 }  // namespace nitro
-
+#endif  // !NITRO_RUNTIME_EXTERN

@@ -13,6 +13,7 @@
 // all a resume needs besides the buffers (resume_point_of checks that they fit the run).
 #pragma once
 
+#include "nitro/core/runtime.hpp"
 #include "nitro/core/error.hpp"
 #include "nitro/record/atomic_file.hpp"
 #include "nitro/record/safetensors.hpp"
@@ -84,55 +85,10 @@ I parse_integer(std::string const& text, std::string const& what, std::string co
 }  // namespace detail
 
 // Sets a writer's metadata from the info (format "nitro.checkpoint").
-inline void write_checkpoint_metadata(safetensors_writer& w, checkpoint_info const& info) {
-  w.metadata("format", "nitro.checkpoint");
-  w.metadata("format_version", std::to_string(checkpoint_format_version));
-  w.metadata("layout", "column-major: each shape is nitro's extents reversed");
-  w.metadata("step", std::to_string(info.step));
-  w.metadata("epoch", std::to_string(info.epoch));
-  w.metadata("batch_in_epoch", std::to_string(info.batch_in_epoch));
-  w.metadata("seed", std::to_string(info.seed));
-  w.metadata("batch_size", std::to_string(info.batch_size));
-  w.metadata("seq", std::to_string(info.seq));
-  w.metadata("metrics", detail::metrics_json(info.metrics));
-  w.metadata("selection", info.selection.dump());
-  w.metadata("groups", info.groups.dump());
-  w.metadata("extra", info.extra.dump());
-}
+NITRO_RUNTIME_INLINE void write_checkpoint_metadata(safetensors_writer& w, checkpoint_info const& info);
 
 // Reads the info back; a file that is not a nitro checkpoint, or one from a newer format, is an error.
-inline checkpoint_info read_checkpoint_info(safetensors_file const& f) {
-  auto const* fmt = f.meta("format");
-  if (!fmt || *fmt != "nitro.checkpoint")
-    throw error("E-CKPT-015", "'" + f.source() + "' is not a nitro checkpoint (its metadata \"format\" is " + (fmt ? "\"" + *fmt + "\"" : std::string("absent")) + ")",
-                "resume from a checkpoint nitro wrote; to load only weights from another file use nitro::weights = \"path\"");
-  auto need = [&](char const* key) -> std::string const& {
-    auto const* v = f.meta(key);
-    if (!v) throw error("E-CKPT-015", "'" + f.source() + "' is a nitro checkpoint without \"" + key + "\" in its metadata", "write it again with this version of nitro");
-    return *v;
-  };
-  const int version = detail::parse_integer<int>(need("format_version"), "format_version", f.source());
-  if (version < 1 || version > checkpoint_format_version)
-    throw error("E-CKPT-015", "'" + f.source() + "' has checkpoint format version " + std::to_string(version) + "; this nitro reads version 1 to " +
-                                  std::to_string(checkpoint_format_version),
-                "load it with the nitro version that wrote it");
-  checkpoint_info info;
-  info.step = detail::parse_integer<std::int64_t>(need("step"), "step", f.source());
-  info.epoch = detail::parse_integer<std::int64_t>(need("epoch"), "epoch", f.source());
-  info.batch_in_epoch = detail::parse_integer<std::int64_t>(need("batch_in_epoch"), "batch_in_epoch", f.source());
-  info.seed = detail::parse_integer<std::uint64_t>(need("seed"), "seed", f.source());
-  info.batch_size = detail::parse_integer<std::int64_t>(need("batch_size"), "batch_size", f.source());
-  info.seq = detail::parse_integer<std::int64_t>(need("seq"), "seq", f.source());
-  try {
-    info.metrics = detail::metrics_from(nlohmann::json::parse(need("metrics")));
-    info.selection = nlohmann::json::parse(need("selection"));
-    info.groups = nlohmann::json::parse(need("groups"));
-    info.extra = nlohmann::json::parse(need("extra"));
-  } catch (nlohmann::json::exception const& e) {
-    throw error("E-CKPT-015", "'" + f.source() + "' has metadata that is not valid JSON (" + e.what() + ")", "write it again");
-  }
-  return info;
-}
+NITRO_RUNTIME_INLINE checkpoint_info read_checkpoint_info(safetensors_file const& f);
 
 // ---- a flat store's leaves in and out ------------------------------------------------------------
 // Store: anything with a static `leaves` table (keypath, shape(), offset, numel) and values(), as
@@ -271,7 +227,64 @@ std::vector<Entry> read_named(safetensors_file const& f, std::vector<Entry> cons
 struct resume_point {
   std::int64_t step = 0, epoch = 0, batch_in_epoch = 0;
 };
-inline resume_point resume_point_of(checkpoint_info const& info, std::uint64_t seed, std::int64_t batch_size, std::string const& source) {
+NITRO_RUNTIME_INLINE resume_point resume_point_of(checkpoint_info const& info, std::uint64_t seed, std::int64_t batch_size, std::string const& source);
+
+}  // namespace nitro
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro {
+
+NITRO_RUNTIME_INLINE void write_checkpoint_metadata(safetensors_writer& w, checkpoint_info const& info) {
+  w.metadata("format", "nitro.checkpoint");
+  w.metadata("format_version", std::to_string(checkpoint_format_version));
+  w.metadata("layout", "column-major: each shape is nitro's extents reversed");
+  w.metadata("step", std::to_string(info.step));
+  w.metadata("epoch", std::to_string(info.epoch));
+  w.metadata("batch_in_epoch", std::to_string(info.batch_in_epoch));
+  w.metadata("seed", std::to_string(info.seed));
+  w.metadata("batch_size", std::to_string(info.batch_size));
+  w.metadata("seq", std::to_string(info.seq));
+  w.metadata("metrics", detail::metrics_json(info.metrics));
+  w.metadata("selection", info.selection.dump());
+  w.metadata("groups", info.groups.dump());
+  w.metadata("extra", info.extra.dump());
+}
+
+NITRO_RUNTIME_INLINE checkpoint_info read_checkpoint_info(safetensors_file const& f) {
+  auto const* fmt = f.meta("format");
+  if (!fmt || *fmt != "nitro.checkpoint")
+    throw error("E-CKPT-015", "'" + f.source() + "' is not a nitro checkpoint (its metadata \"format\" is " + (fmt ? "\"" + *fmt + "\"" : std::string("absent")) + ")",
+                "resume from a checkpoint nitro wrote; to load only weights from another file use nitro::weights = \"path\"");
+  auto need = [&](char const* key) -> std::string const& {
+    auto const* v = f.meta(key);
+    if (!v) throw error("E-CKPT-015", "'" + f.source() + "' is a nitro checkpoint without \"" + key + "\" in its metadata", "write it again with this version of nitro");
+    return *v;
+  };
+  const int version = detail::parse_integer<int>(need("format_version"), "format_version", f.source());
+  if (version < 1 || version > checkpoint_format_version)
+    throw error("E-CKPT-015", "'" + f.source() + "' has checkpoint format version " + std::to_string(version) + "; this nitro reads version 1 to " +
+                                  std::to_string(checkpoint_format_version),
+                "load it with the nitro version that wrote it");
+  checkpoint_info info;
+  info.step = detail::parse_integer<std::int64_t>(need("step"), "step", f.source());
+  info.epoch = detail::parse_integer<std::int64_t>(need("epoch"), "epoch", f.source());
+  info.batch_in_epoch = detail::parse_integer<std::int64_t>(need("batch_in_epoch"), "batch_in_epoch", f.source());
+  info.seed = detail::parse_integer<std::uint64_t>(need("seed"), "seed", f.source());
+  info.batch_size = detail::parse_integer<std::int64_t>(need("batch_size"), "batch_size", f.source());
+  info.seq = detail::parse_integer<std::int64_t>(need("seq"), "seq", f.source());
+  try {
+    info.metrics = detail::metrics_from(nlohmann::json::parse(need("metrics")));
+    info.selection = nlohmann::json::parse(need("selection"));
+    info.groups = nlohmann::json::parse(need("groups"));
+    info.extra = nlohmann::json::parse(need("extra"));
+  } catch (nlohmann::json::exception const& e) {
+    throw error("E-CKPT-015", "'" + f.source() + "' has metadata that is not valid JSON (" + e.what() + ")", "write it again");
+  }
+  return info;
+}
+
+NITRO_RUNTIME_INLINE resume_point resume_point_of(checkpoint_info const& info, std::uint64_t seed, std::int64_t batch_size, std::string const& source) {
   if (info.seed != seed)
     throw error("E-CKPT-030", "'" + source + "' was written by a run with seed " + std::to_string(info.seed) + ", and this one has seed " + std::to_string(seed) +
                                   ": resuming would not continue that run",
@@ -284,3 +297,4 @@ inline resume_point resume_point_of(checkpoint_info const& info, std::uint64_t s
 }
 
 }  // namespace nitro
+#endif  // !NITRO_RUNTIME_EXTERN

@@ -12,6 +12,7 @@
 // checkpoint's "selection". An empty std::optional is "not given".
 #pragma once
 
+#include "nitro/core/runtime.hpp"
 #include "nitro/core/error.hpp"
 #include "nitro/core/meta.hpp"
 
@@ -50,28 +51,7 @@ inline std::string run_stem(std::string_view key) {
 }
 
 // <run_dir>/<stem>-<yyyymmdd-hhmmss>-<4 hex>, made here (never an existing one).
-inline std::filesystem::path make_run_directory(std::filesystem::path const& run_dir, std::string const& stem) {
-  std::error_code ec;
-  std::filesystem::create_directories(run_dir, ec);
-  if (ec)
-    throw error("E-REC-004", "cannot create the runs directory '" + run_dir.string() + "' (" + ec.message() + ")",
-                "pass a writable run_dir");
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  localtime_r(&now, &tm);
-  char when[32];
-  std::strftime(when, sizeof when, "%Y%m%d-%H%M%S", &tm);
-  std::random_device rd;
-  for (int attempt = 0; attempt < 64; ++attempt) {
-    char id[8];
-    std::snprintf(id, sizeof id, "%04x", static_cast<unsigned>(rd() & 0xffff));
-    const auto dir = run_dir / (stem + "-" + when + "-" + id);
-    if (std::filesystem::create_directory(dir, ec)) return dir;
-    if (ec)
-      throw error("E-REC-004", "cannot create the run directory '" + dir.string() + "' (" + ec.message() + ")", "pass a writable run_dir");
-  }
-  throw error("E-REC-004", "no free run directory name under '" + run_dir.string() + "'", "pass nitro::run_ref = \"a-name\"");
-}
+NITRO_RUNTIME_INLINE std::filesystem::path make_run_directory(std::filesystem::path const& run_dir, std::string const& stem);
 
 template <class V> struct is_std_optional : std::false_type {};
 template <class V> struct is_std_optional<std::optional<V>> : std::true_type {};
@@ -108,3 +88,33 @@ std::optional<run_reference> to_run_reference(V const& v, std::filesystem::path 
 }
 
 }  // namespace nitro
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro {
+
+NITRO_RUNTIME_INLINE std::filesystem::path detail::make_run_directory(std::filesystem::path const& run_dir, std::string const& stem) {
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir, ec);
+  if (ec)
+    throw error("E-REC-004", "cannot create the runs directory '" + run_dir.string() + "' (" + ec.message() + ")",
+                "pass a writable run_dir");
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y%m%d-%H%M%S", &tm);
+  std::random_device rd;
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    char id[8];
+    std::snprintf(id, sizeof id, "%04x", static_cast<unsigned>(rd() & 0xffff));
+    const auto dir = run_dir / (stem + "-" + when + "-" + id);
+    if (std::filesystem::create_directory(dir, ec)) return dir;
+    if (ec)
+      throw error("E-REC-004", "cannot create the run directory '" + dir.string() + "' (" + ec.message() + ")", "pass a writable run_dir");
+  }
+  throw error("E-REC-004", "no free run directory name under '" + run_dir.string() + "'", "pass nitro::run_ref = \"a-name\"");
+}
+
+}  // namespace nitro
+#endif  // !NITRO_RUNTIME_EXTERN

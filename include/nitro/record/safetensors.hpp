@@ -36,6 +36,7 @@
 // (included here, so this header is the whole format).
 #pragma once
 
+#include "nitro/core/runtime.hpp"
 #include "nitro/record/safetensors_format.hpp"
 #include "nitro/record/safetensors_writer.hpp"
 
@@ -71,35 +72,10 @@ namespace nitro {
 class safetensors_file {
  public:
   // Reads and validates a whole file. Every failure is a nitro::error naming the file.
-  static safetensors_file read(std::filesystem::path const& path) {
-    const std::string name = path.string();
-    std::error_code ec;
-    auto st = std::filesystem::status(path, ec);
-    if (ec || !std::filesystem::exists(st))
-      throw error("E-CKPT-001", "cannot read '" + name + "': no such file", "check the path (weights = \"...\", or a run => checkpoint reference)");
-    if (std::filesystem::is_directory(st))
-      throw error("E-CKPT-001", "cannot read '" + name + "': it is a directory, not a safetensors file",
-                  "name a .safetensors file, or the run: nitro::run_id(\"" + path.filename().string() + "\") >> nitro::best");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw error("E-CKPT-001", "cannot read '" + name + "': the file cannot be opened", "check its permissions");
-    in.seekg(0, std::ios::end);
-    const auto size = in.tellg();
-    if (size < 0) throw error("E-CKPT-001", "cannot read '" + name + "': its size cannot be determined", "check the file");
-    in.seekg(0, std::ios::beg);
-    std::string bytes(static_cast<std::size_t>(size), '\0');
-    if (size > 0 && !in.read(bytes.data(), size))
-      throw error("E-CKPT-001", "cannot read '" + name + "': reading failed after " + std::to_string(in.gcount()) + " bytes", "check the disk and the file");
-    return parse(std::move(bytes), name);
-  }
+  static safetensors_file read(std::filesystem::path const& path);
 
   // Validates bytes already in memory; `source` names them in errors (a path, "<memory>").
-  static safetensors_file parse(std::string bytes, std::string source) {
-    safetensors_file f;
-    f.m_bytes = std::move(bytes);
-    f.m_source = std::move(source);
-    f.validate();
-    return f;
-  }
+  static safetensors_file parse(std::string bytes, std::string source);
 
   // Copies and moves keep each entry's bytes pointing into the object's own buffer.
   safetensors_file(safetensors_file const& o)
@@ -218,193 +194,16 @@ class safetensors_file {
     throw error(code, "'" + m_source + "' is not a valid safetensors file: " + what, fix);
   }
 
-  std::string near_names(std::string_view name) const {
-    std::string r;
-    int shown = 0;
-    for (auto const& e : m_entries) {
-      if (shown == 6) { r += ", ..."; break; }
-      r += (shown++ ? ", " : "; it has ") + e.name;
-    }
-    if (m_entries.empty()) r = "; it holds no tensors";
-    (void)name;
-    return r;
-  }
+  std::string near_names(std::string_view name) const;
 
-  void validate() {
-    static constexpr char const* rewrite = "write the file again (nitro writes atomically, so an interrupted save leaves the previous one)";
-    const std::uint64_t total = m_bytes.size();
-    if (total < 8)
-      fail("E-CKPT-002", "it is " + std::to_string(total) + " bytes long, shorter than the 8-byte header length: it is truncated or not a safetensors file", rewrite);
-    std::uint64_t n = 0;
-    for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(m_bytes[static_cast<std::size_t>(i)]);
-    if (n == 0) fail("E-CKPT-003", "its header length is 0", rewrite);
-    if (n > detail::max_header_bytes)
-      fail("E-CKPT-003", "its header length is " + std::to_string(n) + " bytes, above the 100000000-byte limit (the length is corrupt)", rewrite);
-    if (n > total - 8)
-      fail("E-CKPT-003", "its header length is " + std::to_string(n) + " bytes but only " + std::to_string(total - 8) +
-                             " bytes follow the length: the file is truncated or the length is corrupt", rewrite);
-    const std::string_view header(m_bytes.data() + 8, static_cast<std::size_t>(n));
-    if (header.front() != '{') fail("E-CKPT-004", "its header does not start with '{'", rewrite);
-    if (header.find('\0') != std::string_view::npos) fail("E-CKPT-004", "its header contains a NUL byte, which JSON text cannot", rewrite);
-
-    // JSON, with duplicate keys and nesting deeper than safetensors uses refused.
-    nlohmann::json j;
-    {
-      std::vector<std::set<std::string>> open;
-      std::string dup;
-      struct too_deep {};
-      auto cb = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
-        using E = nlohmann::json::parse_event_t;
-        if (depth > 3) throw too_deep{};  // safetensors nests three levels; stop before any more is built
-        if (ev == E::object_start) open.emplace_back();
-        else if (ev == E::object_end) { if (!open.empty()) open.pop_back(); }
-        else if (ev == E::key && !open.empty() && parsed.is_string()) {
-          if (!open.back().insert(parsed.get<std::string>()).second && dup.empty()) dup = parsed.get<std::string>();
-        }
-        return true;
-      };
-      try {
-        j = nlohmann::json::parse(header.begin(), header.end(), cb, true, false);
-      } catch (nlohmann::json::exception const& e) {
-        fail("E-CKPT-004", std::string("its header is not valid JSON (") + e.what() + ")", rewrite);
-      } catch (too_deep const&) {
-        fail("E-CKPT-004", "its header nests deeper than the format allows", rewrite);
-      }
-      if (!dup.empty()) fail("E-CKPT-004", "its header names '" + dup + "' twice", rewrite);
-    }
-    if (!j.is_object()) fail("E-CKPT-004", "its header is JSON but not an object", rewrite);
-
-    // Entries and metadata.
-    for (auto it = j.begin(); it != j.end(); ++it) {
-      const std::string& key = it.key();
-      auto const& v = it.value();
-      if (key == detail::metadata_key) {
-        if (!v.is_object()) fail("E-CKPT-005", "its __metadata__ is not an object of strings", rewrite);
-        for (auto m = v.begin(); m != v.end(); ++m) {
-          if (!m.value().is_string()) fail("E-CKPT-005", "its __metadata__ entry '" + m.key() + "' is not a string", rewrite);
-          m_metadata.emplace(m.key(), m.value().get<std::string>());
-        }
-        continue;
-      }
-      m_entries.push_back(parse_entry(key, v, rewrite));
-    }
-    if (auto const* fmt = meta("format"); fmt && fmt->rfind("nitro.", 0) == 0) m_nitro = true;
-    // Checked when it says it is nitro's or carries any of nitro's checksum keys: one damaged key
-    // cannot turn the checks off.
-    m_checked = m_nitro || meta(detail::crc_header_key) || meta(detail::crc_tensors_key) || meta(detail::data_bytes_key);
-
-    // The header's own checksum, before its numbers are trusted any further.
-    if (m_checked) {
-      auto const* h = meta(detail::crc_header_key);
-      if (!h) fail("E-CKPT-008", "it is a nitro file but its header checksum (crc32.header) is missing", rewrite);
-      nlohmann::json copy = j;
-      copy[std::string(detail::metadata_key)].erase(std::string(detail::crc_header_key));
-      const std::string canonical = copy.dump();
-      const std::string actual = detail::crc_hex(detail::crc32_of(canonical.data(), canonical.size()));
-      if (actual != *h) fail("E-CKPT-008", "its header checksum is " + actual + " but the header records " + *h + ": the header was damaged", rewrite);
-    }
-
-    // Byte counts, offsets and coverage.
-    const std::uint64_t data_size = total - 8 - n;
-    for (auto const& e : m_entries) {
-      if (e.end < e.begin)
-        fail("E-CKPT-006", "tensor '" + e.name + "' has data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "], which end before they begin", rewrite);
-      std::uint64_t bytes = size_of(e.dtype);
-      for (auto d : e.file_shape)
-        if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(d), &bytes))
-          fail("E-CKPT-005", "tensor '" + e.name + "' has shape " + detail::shape_text(e.file_shape) + ", too large to exist", rewrite);
-      if (bytes != e.end - e.begin)
-        fail("E-CKPT-007", "tensor '" + e.name + "' is " + std::string(to_string(e.dtype)) + " " + detail::shape_text(e.file_shape) + ", " + std::to_string(bytes) +
-                               " bytes, but its data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] span " + std::to_string(e.end - e.begin),
-             rewrite);
-    }
-    std::sort(m_entries.begin(), m_entries.end(), [](auto const& a, auto const& b) {
-      return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-    });
-    std::uint64_t expected = 0;
-    std::string const* previous = nullptr;
-    for (auto const& e : m_entries) {
-      if (e.begin < expected)
-        fail("E-CKPT-006", "tensor '" + e.name + "' (bytes " + std::to_string(e.begin) + ".." + std::to_string(e.end) + ") overlaps tensor '" + *previous + "'", rewrite);
-      if (e.begin > expected) {
-        if (e.begin >= data_size)
-          fail("E-CKPT-006", "tensor '" + e.name + "' has data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "], outside the " +
-                                 std::to_string(data_size) + " data bytes the file holds",
-               rewrite);
-        fail("E-CKPT-006", "data bytes " + std::to_string(expected) + ".." + std::to_string(e.begin) + " belong to no tensor (a gap before '" + e.name + "')", rewrite);
-      }
-      expected = e.end;
-      previous = &e.name;
-    }
-    if (auto const* want = meta(detail::data_bytes_key); m_checked && want && *want != std::to_string(expected))
-      fail("E-CKPT-008", "its tensors cover " + std::to_string(expected) + " data bytes but it records data_bytes = " + *want, rewrite);
-    if (data_size < expected)
-      fail("E-CKPT-009", "it is truncated: its tensors need " + std::to_string(expected) + " data bytes but only " + std::to_string(data_size) + " follow the header", rewrite);
-    if (data_size > expected)
-      fail("E-CKPT-006", std::to_string(data_size - expected) + " bytes after the last tensor belong to no tensor (the offsets do not cover the data)", rewrite);
-
-    m_data_at = static_cast<std::size_t>(8 + n);
-    rebase();
-
-    // Tensor checksums.
-    if (m_checked) {
-      auto const* c = meta(detail::crc_tensors_key);
-      if (!c) fail("E-CKPT-008", "it is a nitro file but its tensor checksums (crc32.tensors) are missing", rewrite);
-      nlohmann::json crcs;
-      try {
-        crcs = nlohmann::json::parse(*c);
-      } catch (nlohmann::json::exception const&) {
-        fail("E-CKPT-008", "its crc32.tensors is not JSON", rewrite);
-      }
-      if (!crcs.is_object() || crcs.size() != m_entries.size())
-        fail("E-CKPT-008", "its crc32.tensors does not list one checksum per tensor", rewrite);
-      for (auto const& e : m_entries) {
-        auto it = crcs.find(e.name);
-        if (it == crcs.end() || !it->is_string()) fail("E-CKPT-008", "its crc32.tensors has no checksum for tensor '" + e.name + "'", rewrite);
-        const std::string actual = detail::crc_hex(detail::crc32_of(e.bytes.data(), e.bytes.size()));
-        if (actual != it->get<std::string>())
-          fail("E-CKPT-008", "tensor '" + e.name + "' has checksum " + actual + " but the header records " + it->get<std::string>() + ": its bytes were damaged", rewrite);
-      }
-    }
-  }
+  void validate();
 
   void rebase() noexcept {
     char const* data = m_bytes.data() + m_data_at;
     for (auto& e : m_entries) e.bytes = std::span<std::byte const>(reinterpret_cast<std::byte const*>(data + e.begin), static_cast<std::size_t>(e.end - e.begin));
   }
 
-  safetensors_entry parse_entry(std::string const& key, nlohmann::json const& v, char const* rewrite) const {
-    if (key.empty()) fail("E-CKPT-005", "a tensor has an empty name", rewrite);
-    if (!v.is_object()) fail("E-CKPT-005", "the entry of tensor '" + key + "' is not an object", rewrite);
-    for (auto f = v.begin(); f != v.end(); ++f)
-      if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets")
-        fail("E-CKPT-005", "the entry of tensor '" + key + "' has an unknown field '" + f.key() + "'", rewrite);
-    safetensors_entry e;
-    e.name = key;
-    auto dt = v.find("dtype");
-    if (dt == v.end() || !dt->is_string()) fail("E-CKPT-005", "tensor '" + key + "' has no dtype string", rewrite);
-    auto parsed = parse_dtype(dt->get_ref<std::string const&>());
-    if (!parsed) fail("E-CKPT-005", "tensor '" + key + "' has dtype '" + dt->get<std::string>() + "', which nitro does not read", "save it as F32, F64, F16, BF16 or an integer type");
-    e.dtype = *parsed;
-    auto sh = v.find("shape");
-    if (sh == v.end() || !sh->is_array()) fail("E-CKPT-005", "tensor '" + key + "' has no shape array", rewrite);
-    for (auto const& d : *sh) {
-      if (!d.is_number_integer() || (d.is_number_integer() && !d.is_number_unsigned() && d.get<std::int64_t>() < 0))
-        fail("E-CKPT-005", "tensor '" + key + "' has a shape entry that is not a non-negative integer", rewrite);
-      const std::uint64_t x = d.get<std::uint64_t>();
-      if (x > (std::uint64_t(1) << 62)) fail("E-CKPT-005", "tensor '" + key + "' has an extent too large to exist", rewrite);
-      e.file_shape.push_back(static_cast<std::int64_t>(x));
-    }
-    auto off = v.find("data_offsets");
-    if (off == v.end() || !off->is_array() || off->size() != 2) fail("E-CKPT-005", "tensor '" + key + "' has no data_offsets pair", rewrite);
-    for (int i = 0; i < 2; ++i) {
-      auto const& x = (*off)[static_cast<std::size_t>(i)];
-      if (!x.is_number_integer() || (!x.is_number_unsigned() && x.get<std::int64_t>() < 0))
-        fail("E-CKPT-005", "tensor '" + key + "' has a data offset that is not a non-negative integer", rewrite);
-      (i == 0 ? e.begin : e.end) = x.get<std::uint64_t>();
-    }
-    return e;
-  }
+  safetensors_entry parse_entry(std::string const& key, nlohmann::json const& v, char const* rewrite) const;
 
   std::string m_bytes;
   std::string m_source;
@@ -416,3 +215,222 @@ class safetensors_file {
 };
 
 }  // namespace nitro
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro {
+
+NITRO_RUNTIME_INLINE safetensors_file safetensors_file::read(std::filesystem::path const& path) {
+  const std::string name = path.string();
+  std::error_code ec;
+  auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st))
+    throw error("E-CKPT-001", "cannot read '" + name + "': no such file", "check the path (weights = \"...\", or a run => checkpoint reference)");
+  if (std::filesystem::is_directory(st))
+    throw error("E-CKPT-001", "cannot read '" + name + "': it is a directory, not a safetensors file",
+                "name a .safetensors file, or the run: nitro::run_id(\"" + path.filename().string() + "\") >> nitro::best");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw error("E-CKPT-001", "cannot read '" + name + "': the file cannot be opened", "check its permissions");
+  in.seekg(0, std::ios::end);
+  const auto size = in.tellg();
+  if (size < 0) throw error("E-CKPT-001", "cannot read '" + name + "': its size cannot be determined", "check the file");
+  in.seekg(0, std::ios::beg);
+  std::string bytes(static_cast<std::size_t>(size), '\0');
+  if (size > 0 && !in.read(bytes.data(), size))
+    throw error("E-CKPT-001", "cannot read '" + name + "': reading failed after " + std::to_string(in.gcount()) + " bytes", "check the disk and the file");
+  return parse(std::move(bytes), name);
+}
+
+NITRO_RUNTIME_INLINE safetensors_file safetensors_file::parse(std::string bytes, std::string source) {
+  safetensors_file f;
+  f.m_bytes = std::move(bytes);
+  f.m_source = std::move(source);
+  f.validate();
+  return f;
+}
+
+NITRO_RUNTIME_INLINE std::string safetensors_file::near_names(std::string_view name) const {
+  std::string r;
+  int shown = 0;
+  for (auto const& e : m_entries) {
+    if (shown == 6) { r += ", ..."; break; }
+    r += (shown++ ? ", " : "; it has ") + e.name;
+  }
+  if (m_entries.empty()) r = "; it holds no tensors";
+  (void)name;
+  return r;
+}
+
+NITRO_RUNTIME_INLINE void safetensors_file::validate() {
+  static constexpr char const* rewrite = "write the file again (nitro writes atomically, so an interrupted save leaves the previous one)";
+  const std::uint64_t total = m_bytes.size();
+  if (total < 8)
+    fail("E-CKPT-002", "it is " + std::to_string(total) + " bytes long, shorter than the 8-byte header length: it is truncated or not a safetensors file", rewrite);
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(m_bytes[static_cast<std::size_t>(i)]);
+  if (n == 0) fail("E-CKPT-003", "its header length is 0", rewrite);
+  if (n > detail::max_header_bytes)
+    fail("E-CKPT-003", "its header length is " + std::to_string(n) + " bytes, above the 100000000-byte limit (the length is corrupt)", rewrite);
+  if (n > total - 8)
+    fail("E-CKPT-003", "its header length is " + std::to_string(n) + " bytes but only " + std::to_string(total - 8) +
+                           " bytes follow the length: the file is truncated or the length is corrupt", rewrite);
+  const std::string_view header(m_bytes.data() + 8, static_cast<std::size_t>(n));
+  if (header.front() != '{') fail("E-CKPT-004", "its header does not start with '{'", rewrite);
+  if (header.find('\0') != std::string_view::npos) fail("E-CKPT-004", "its header contains a NUL byte, which JSON text cannot", rewrite);
+
+  // JSON, with duplicate keys and nesting deeper than safetensors uses refused.
+  nlohmann::json j;
+  {
+    std::vector<std::set<std::string>> open;
+    std::string dup;
+    struct too_deep {};
+    auto cb = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+      using E = nlohmann::json::parse_event_t;
+      if (depth > 3) throw too_deep{};  // safetensors nests three levels; stop before any more is built
+      if (ev == E::object_start) open.emplace_back();
+      else if (ev == E::object_end) { if (!open.empty()) open.pop_back(); }
+      else if (ev == E::key && !open.empty() && parsed.is_string()) {
+        if (!open.back().insert(parsed.get<std::string>()).second && dup.empty()) dup = parsed.get<std::string>();
+      }
+      return true;
+    };
+    try {
+      j = nlohmann::json::parse(header.begin(), header.end(), cb, true, false);
+    } catch (nlohmann::json::exception const& e) {
+      fail("E-CKPT-004", std::string("its header is not valid JSON (") + e.what() + ")", rewrite);
+    } catch (too_deep const&) {
+      fail("E-CKPT-004", "its header nests deeper than the format allows", rewrite);
+    }
+    if (!dup.empty()) fail("E-CKPT-004", "its header names '" + dup + "' twice", rewrite);
+  }
+  if (!j.is_object()) fail("E-CKPT-004", "its header is JSON but not an object", rewrite);
+
+  // Entries and metadata.
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    auto const& v = it.value();
+    if (key == detail::metadata_key) {
+      if (!v.is_object()) fail("E-CKPT-005", "its __metadata__ is not an object of strings", rewrite);
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        if (!m.value().is_string()) fail("E-CKPT-005", "its __metadata__ entry '" + m.key() + "' is not a string", rewrite);
+        m_metadata.emplace(m.key(), m.value().get<std::string>());
+      }
+      continue;
+    }
+    m_entries.push_back(parse_entry(key, v, rewrite));
+  }
+  if (auto const* fmt = meta("format"); fmt && fmt->rfind("nitro.", 0) == 0) m_nitro = true;
+  // Checked when it says it is nitro's or carries any of nitro's checksum keys: one damaged key
+  // cannot turn the checks off.
+  m_checked = m_nitro || meta(detail::crc_header_key) || meta(detail::crc_tensors_key) || meta(detail::data_bytes_key);
+
+  // The header's own checksum, before its numbers are trusted any further.
+  if (m_checked) {
+    auto const* h = meta(detail::crc_header_key);
+    if (!h) fail("E-CKPT-008", "it is a nitro file but its header checksum (crc32.header) is missing", rewrite);
+    nlohmann::json copy = j;
+    copy[std::string(detail::metadata_key)].erase(std::string(detail::crc_header_key));
+    const std::string canonical = copy.dump();
+    const std::string actual = detail::crc_hex(detail::crc32_of(canonical.data(), canonical.size()));
+    if (actual != *h) fail("E-CKPT-008", "its header checksum is " + actual + " but the header records " + *h + ": the header was damaged", rewrite);
+  }
+
+  // Byte counts, offsets and coverage.
+  const std::uint64_t data_size = total - 8 - n;
+  for (auto const& e : m_entries) {
+    if (e.end < e.begin)
+      fail("E-CKPT-006", "tensor '" + e.name + "' has data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "], which end before they begin", rewrite);
+    std::uint64_t bytes = size_of(e.dtype);
+    for (auto d : e.file_shape)
+      if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(d), &bytes))
+        fail("E-CKPT-005", "tensor '" + e.name + "' has shape " + detail::shape_text(e.file_shape) + ", too large to exist", rewrite);
+    if (bytes != e.end - e.begin)
+      fail("E-CKPT-007", "tensor '" + e.name + "' is " + std::string(to_string(e.dtype)) + " " + detail::shape_text(e.file_shape) + ", " + std::to_string(bytes) +
+                             " bytes, but its data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "] span " + std::to_string(e.end - e.begin),
+           rewrite);
+  }
+  std::sort(m_entries.begin(), m_entries.end(), [](auto const& a, auto const& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  std::uint64_t expected = 0;
+  std::string const* previous = nullptr;
+  for (auto const& e : m_entries) {
+    if (e.begin < expected)
+      fail("E-CKPT-006", "tensor '" + e.name + "' (bytes " + std::to_string(e.begin) + ".." + std::to_string(e.end) + ") overlaps tensor '" + *previous + "'", rewrite);
+    if (e.begin > expected) {
+      if (e.begin >= data_size)
+        fail("E-CKPT-006", "tensor '" + e.name + "' has data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "], outside the " +
+                               std::to_string(data_size) + " data bytes the file holds",
+             rewrite);
+      fail("E-CKPT-006", "data bytes " + std::to_string(expected) + ".." + std::to_string(e.begin) + " belong to no tensor (a gap before '" + e.name + "')", rewrite);
+    }
+    expected = e.end;
+    previous = &e.name;
+  }
+  if (auto const* want = meta(detail::data_bytes_key); m_checked && want && *want != std::to_string(expected))
+    fail("E-CKPT-008", "its tensors cover " + std::to_string(expected) + " data bytes but it records data_bytes = " + *want, rewrite);
+  if (data_size < expected)
+    fail("E-CKPT-009", "it is truncated: its tensors need " + std::to_string(expected) + " data bytes but only " + std::to_string(data_size) + " follow the header", rewrite);
+  if (data_size > expected)
+    fail("E-CKPT-006", std::to_string(data_size - expected) + " bytes after the last tensor belong to no tensor (the offsets do not cover the data)", rewrite);
+
+  m_data_at = static_cast<std::size_t>(8 + n);
+  rebase();
+
+  // Tensor checksums.
+  if (m_checked) {
+    auto const* c = meta(detail::crc_tensors_key);
+    if (!c) fail("E-CKPT-008", "it is a nitro file but its tensor checksums (crc32.tensors) are missing", rewrite);
+    nlohmann::json crcs;
+    try {
+      crcs = nlohmann::json::parse(*c);
+    } catch (nlohmann::json::exception const&) {
+      fail("E-CKPT-008", "its crc32.tensors is not JSON", rewrite);
+    }
+    if (!crcs.is_object() || crcs.size() != m_entries.size())
+      fail("E-CKPT-008", "its crc32.tensors does not list one checksum per tensor", rewrite);
+    for (auto const& e : m_entries) {
+      auto it = crcs.find(e.name);
+      if (it == crcs.end() || !it->is_string()) fail("E-CKPT-008", "its crc32.tensors has no checksum for tensor '" + e.name + "'", rewrite);
+      const std::string actual = detail::crc_hex(detail::crc32_of(e.bytes.data(), e.bytes.size()));
+      if (actual != it->get<std::string>())
+        fail("E-CKPT-008", "tensor '" + e.name + "' has checksum " + actual + " but the header records " + it->get<std::string>() + ": its bytes were damaged", rewrite);
+    }
+  }
+}
+
+NITRO_RUNTIME_INLINE safetensors_entry safetensors_file::parse_entry(std::string const& key, nlohmann::json const& v, char const* rewrite) const {
+  if (key.empty()) fail("E-CKPT-005", "a tensor has an empty name", rewrite);
+  if (!v.is_object()) fail("E-CKPT-005", "the entry of tensor '" + key + "' is not an object", rewrite);
+  for (auto f = v.begin(); f != v.end(); ++f)
+    if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets")
+      fail("E-CKPT-005", "the entry of tensor '" + key + "' has an unknown field '" + f.key() + "'", rewrite);
+  safetensors_entry e;
+  e.name = key;
+  auto dt = v.find("dtype");
+  if (dt == v.end() || !dt->is_string()) fail("E-CKPT-005", "tensor '" + key + "' has no dtype string", rewrite);
+  auto parsed = parse_dtype(dt->get_ref<std::string const&>());
+  if (!parsed) fail("E-CKPT-005", "tensor '" + key + "' has dtype '" + dt->get<std::string>() + "', which nitro does not read", "save it as F32, F64, F16, BF16 or an integer type");
+  e.dtype = *parsed;
+  auto sh = v.find("shape");
+  if (sh == v.end() || !sh->is_array()) fail("E-CKPT-005", "tensor '" + key + "' has no shape array", rewrite);
+  for (auto const& d : *sh) {
+    if (!d.is_number_integer() || (d.is_number_integer() && !d.is_number_unsigned() && d.get<std::int64_t>() < 0))
+      fail("E-CKPT-005", "tensor '" + key + "' has a shape entry that is not a non-negative integer", rewrite);
+    const std::uint64_t x = d.get<std::uint64_t>();
+    if (x > (std::uint64_t(1) << 62)) fail("E-CKPT-005", "tensor '" + key + "' has an extent too large to exist", rewrite);
+    e.file_shape.push_back(static_cast<std::int64_t>(x));
+  }
+  auto off = v.find("data_offsets");
+  if (off == v.end() || !off->is_array() || off->size() != 2) fail("E-CKPT-005", "tensor '" + key + "' has no data_offsets pair", rewrite);
+  for (int i = 0; i < 2; ++i) {
+    auto const& x = (*off)[static_cast<std::size_t>(i)];
+    if (!x.is_number_integer() || (!x.is_number_unsigned() && x.get<std::int64_t>() < 0))
+      fail("E-CKPT-005", "tensor '" + key + "' has a data offset that is not a non-negative integer", rewrite);
+    (i == 0 ? e.begin : e.end) = x.get<std::uint64_t>();
+  }
+  return e;
+}
+
+}  // namespace nitro
+#endif  // !NITRO_RUNTIME_EXTERN

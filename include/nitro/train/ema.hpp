@@ -16,6 +16,7 @@
 // Steps up to `start_step` copy the weights (timm's update_after_step).
 #pragma once
 
+#include "nitro/core/runtime.hpp"
 #include "nitro/core/error.hpp"
 
 #include <algorithm>  // min, max, swap_ranges, copy_n
@@ -42,17 +43,7 @@ struct ema_options {
   bool enabled() const noexcept { return decay > 0.0; }
 
   // Throws E-EMA-001 when the options cannot describe an average.
-  void validate() const {
-    if (decay < 0.0 || decay >= 1.0)
-      throw error("E-EMA-001", "ema decay " + std::to_string(decay) + " is outside [0, 1)",
-                  "use a decay such as 0.999 (0 turns the average off)");
-    if (every < 1) throw error("E-EMA-001", "ema every = " + std::to_string(every) + " is not positive", "update every 1 or more steps");
-    if (warmup && debias)
-      throw error("E-EMA-001", "ema warmup and debias are both on; each is a schedule of the decay", "choose one of them");
-    if (warmup && (warmup_gamma <= 0.0 || warmup_power <= 0.0))
-      throw error("E-EMA-001", "ema warmup_gamma and warmup_power must be positive", "keep timm's defaults (1 and 2/3)");
-    if (start_step < 0) throw error("E-EMA-001", "ema start_step is negative", "start at step 0 or later");
-  }
+  void validate() const;
 
   // The decay of update t (1-based), as in the header comment.
   double decay_at(std::int64_t t) const noexcept {
@@ -65,15 +56,7 @@ struct ema_options {
     return decay;
   }
 
-  std::string describe() const {
-    if (!enabled()) return "off";
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "decay=%g%s%s", decay, warmup ? " warmup" : "", debias ? " debias" : "");
-    std::string s = buf;
-    if (start_step > 0) s += " start_step=" + std::to_string(start_step);
-    if (every > 1) s += " every=" + std::to_string(every);
-    return s;
-  }
+  std::string describe() const;
 };
 
 // The average itself.
@@ -81,35 +64,14 @@ class ema_weights {
  public:
   ema_weights() = default;
   // Allocates the buffer and starts it as a copy of `params` (n floats).
-  ema_weights(ema_options opt, float const* params, std::int64_t n) : m_opt(opt), m_n(n) {
-    opt.validate();
-    const std::size_t bytes = ((static_cast<std::size_t>(n > 0 ? n : 1) * sizeof(float) + 63) / 64) * 64;
-    m_values.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-    if (!m_values) throw std::bad_alloc();
-    if (n > 0) std::copy_n(params, n, m_values.get());
-  }
+  ema_weights(ema_options opt, float const* params, std::int64_t n);
 
   bool enabled() const noexcept { return m_values != nullptr && m_opt.enabled(); }
   ema_options const& options() const noexcept { return m_opt; }
 
   // After optimizer step `step` (1-based): folds the weights into the average when due.
   // Returns whether it did.
-  bool update(float const* params, std::int64_t step) noexcept {
-    if (!enabled()) return false;
-    if (step <= m_opt.start_step) {  // before the average starts: follow the weights
-      std::copy_n(params, m_n, m_values.get());
-      m_last_decay = 0.0;
-      return true;
-    }
-    if ((step - m_opt.start_step) % m_opt.every != 0) return false;
-    ++m_updates;
-    const double d = m_opt.decay_at(m_updates);
-    m_last_decay = d;
-    const float a = static_cast<float>(d), b = static_cast<float>(1.0 - d);
-    float* v = m_values.get();
-    for (std::int64_t i = 0; i < m_n; ++i) v[i] = a * v[i] + b * params[i];
-    return true;
-  }
+  bool update(float const* params, std::int64_t step) noexcept;
 
   // Exchanges the average with the live weights (call again to swap back): an evaluation with the
   // averaged weights costs two passes and no memory.
@@ -152,3 +114,57 @@ class ema_scope {
 };
 
 }  // namespace nitro
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro {
+
+NITRO_RUNTIME_INLINE void ema_options::validate() const {
+  if (decay < 0.0 || decay >= 1.0)
+    throw error("E-EMA-001", "ema decay " + std::to_string(decay) + " is outside [0, 1)",
+                "use a decay such as 0.999 (0 turns the average off)");
+  if (every < 1) throw error("E-EMA-001", "ema every = " + std::to_string(every) + " is not positive", "update every 1 or more steps");
+  if (warmup && debias)
+    throw error("E-EMA-001", "ema warmup and debias are both on; each is a schedule of the decay", "choose one of them");
+  if (warmup && (warmup_gamma <= 0.0 || warmup_power <= 0.0))
+    throw error("E-EMA-001", "ema warmup_gamma and warmup_power must be positive", "keep timm's defaults (1 and 2/3)");
+  if (start_step < 0) throw error("E-EMA-001", "ema start_step is negative", "start at step 0 or later");
+}
+
+NITRO_RUNTIME_INLINE std::string ema_options::describe() const {
+  if (!enabled()) return "off";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "decay=%g%s%s", decay, warmup ? " warmup" : "", debias ? " debias" : "");
+  std::string s = buf;
+  if (start_step > 0) s += " start_step=" + std::to_string(start_step);
+  if (every > 1) s += " every=" + std::to_string(every);
+  return s;
+}
+
+NITRO_RUNTIME_INLINE ema_weights::ema_weights(ema_options opt, float const* params, std::int64_t n) : m_opt(opt), m_n(n) {
+  opt.validate();
+  const std::size_t bytes = ((static_cast<std::size_t>(n > 0 ? n : 1) * sizeof(float) + 63) / 64) * 64;
+  m_values.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+  if (!m_values) throw std::bad_alloc();
+  if (n > 0) std::copy_n(params, n, m_values.get());
+}
+
+NITRO_RUNTIME_INLINE bool ema_weights::update(float const* params, std::int64_t step) noexcept {
+  if (!enabled()) return false;
+  if (step <= m_opt.start_step) {  // before the average starts: follow the weights
+    std::copy_n(params, m_n, m_values.get());
+    m_last_decay = 0.0;
+    return true;
+  }
+  if ((step - m_opt.start_step) % m_opt.every != 0) return false;
+  ++m_updates;
+  const double d = m_opt.decay_at(m_updates);
+  m_last_decay = d;
+  const float a = static_cast<float>(d), b = static_cast<float>(1.0 - d);
+  float* v = m_values.get();
+  for (std::int64_t i = 0; i < m_n; ++i) v[i] = a * v[i] + b * params[i];
+  return true;
+}
+
+}  // namespace nitro
+#endif  // !NITRO_RUNTIME_EXTERN

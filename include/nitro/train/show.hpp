@@ -43,12 +43,12 @@
 #include "nitro/core/cache_stats.hpp"
 #include "nitro/train/keywords.hpp"
 #include "nitro/nn/metrics.hpp"
+#include "nitro/core/runtime.hpp"
 
 #include <boost/hana/accessors.hpp>
 #include <boost/hana/for_each.hpp>
 #include <boost/hana/string.hpp>
 
-#include <algorithm>    // max
 #include <cstdint>      // int64_t
 #include <cstdio>       // printing
 #include <string>       // text
@@ -105,106 +105,8 @@ struct handle_description {
   std::vector<show_landing> landings;
 };
 
-namespace detail {
-
-inline std::string show_number(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
-// Columns: left-aligned text unless right[c].
-inline std::string show_table(std::vector<std::vector<std::string>> const& rows, std::vector<bool> const& right, std::string const& indent) {
-  std::vector<std::size_t> w;
-  for (auto const& r : rows)
-    for (std::size_t c = 0; c < r.size(); ++c) {
-      if (w.size() <= c) w.push_back(0);
-      w[c] = std::max(w[c], r[c].size());
-    }
-  std::string s;
-  for (auto const& r : rows) {
-    std::string line = indent;
-    for (std::size_t c = 0; c < r.size(); ++c) {
-      if (c) line += "  ";
-      const std::size_t pad = w[c] - r[c].size();
-      const bool ra = c < right.size() && right[c];
-      line += ra ? std::string(pad, ' ') + r[c] : r[c] + std::string(pad, ' ');
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    s += line + "\n";
-  }
-  return s;
-}
-
-}  // namespace detail
-
-inline std::string show_text(handle_description const& d) {
-  std::string s = "Nitro " + d.experiment + "\n";
-  {
-    std::vector<std::vector<std::string>> head;
-    head.push_back({"program", d.experiment + (d.graph_consts.empty() ? "" : "  [" + d.graph_consts + "]")});
-    head.push_back({"backend", d.backend});
-    head.push_back({"model", d.model});
-    head.push_back({"parameters", std::to_string(d.parameters) + " in " + std::to_string(d.parameter_buffers) +
-                                      (d.parameter_buffers == 1 ? " flat buffer" : " flat buffers") + ", state " + std::to_string(d.state)});
-    s += detail::show_table(head, {}, "  ");
-  }
-  if (!d.fields.empty()) {
-    s += "  fields\n";
-    std::vector<std::vector<std::string>> rows;
-    for (auto const& f : d.fields) rows.push_back({f.name, f.residency, f.value});
-    s += detail::show_table(rows, {}, "    ");
-  }
-  if (!d.keywords.empty()) {
-    s += "  run keywords\n";
-    std::vector<std::vector<std::string>> rows;
-    for (auto const& k : d.keywords) {
-      std::vector<std::string> r = {k.name, k.value, to_string(k.source)};
-      if (!k.note.empty()) r.push_back("(" + k.note + ")");
-      rows.push_back(std::move(r));
-    }
-    s += detail::show_table(rows, {}, "    ");
-  }
-  s += "bindings\n";
-  s += "  data " + (d.data.empty() ? std::string("(none)") : d.data) + "\n";
-  if (!d.splits.empty()) {
-    std::vector<std::vector<std::string>> rows = {{"split", "samples", "batches", "batch", "prefetch"}};
-    for (auto const& sp : d.splits)
-      rows.push_back({sp.name, std::to_string(sp.samples), std::to_string(sp.batches), std::to_string(sp.batch_size), sp.prefetch});
-    s += detail::show_table(rows, {false, true, true, true, false}, "    ");
-  }
-  if (!d.hooks.empty()) {
-    s += "  hooks\n";
-    for (auto const& h : d.hooks) s += "    " + h + "\n";
-  }
-  s += "  gradient_clip_norm  " + (d.gradient_clip_norm > 0 ? detail::show_number(d.gradient_clip_norm) + " (global norm, before every group)" : std::string("none")) + "\n";
-  s += "  schedules";
-  if (d.schedules.empty()) {
-    s += "  none\n";
-  } else {
-    s += "\n";
-    std::vector<std::vector<std::string>> rows = {{"key", "source", "binds to", "curve"}};
-    for (auto const& k : d.schedules) rows.push_back({k.key, k.source, k.binds_to, k.curve});
-    s += detail::show_table(rows, {}, "    ");
-  }
-  if (!d.groups.empty()) {
-    s += "  parameter groups\n";
-    std::vector<std::vector<std::string>> rows = {{"group", "params", "rate", "ratio", "anchor", "decay", "rule"}};
-    for (auto const& g : d.groups)
-      rows.push_back({g.name, std::to_string(g.params), detail::show_number(g.rate), detail::show_number(g.ratio), g.anchor,
-                      detail::show_number(g.decay), g.rule});
-    s += detail::show_table(rows, {false, true, true, true, false, true, false}, "    ");
-  }
-  if (!d.optimizer.empty()) {
-    s += "  optimizer  " + d.optimizer + "\n";
-    if (!d.landings.empty()) {
-      std::vector<std::vector<std::string>> rows = {{"scheduled value", "group", "lands in"}};
-      for (auto const& l : d.landings) rows.push_back({l.key, l.group.empty() ? "-" : l.group, l.field});
-      s += detail::show_table(rows, {}, "    ");
-    }
-  }
-  return s;
-}
+// The text of a description (the layout above).
+NITRO_RUNTIME_INLINE std::string show_text(handle_description const& d);
 
 // ---- filling the description from what the compiler knows -----------------------------------------
 
@@ -241,17 +143,8 @@ std::string describe_transfers() {
 }
 
 // One split's row.
-inline show_split describe_split(std::string name, std::int64_t samples, std::int64_t batch_size, bool drop_last, int prefetch, bool shuffle,
-                                 std::string const& transfers) {
-  show_split s;
-  s.name = std::move(name);
-  s.samples = samples;
-  s.batch_size = batch_size;
-  s.batches = batch_size > 0 ? (drop_last ? samples / batch_size : (samples + batch_size - 1) / batch_size) : 0;
-  s.prefetch = "loader thread, " + std::to_string(prefetch) + " ahead" + (shuffle ? ", shuffled" : "") + (drop_last ? ", full batches" : "") + "; " +
-               transfers;
-  return s;
-}
+NITRO_RUNTIME_INLINE show_split describe_split(std::string name, std::int64_t samples, std::int64_t batch_size, bool drop_last, int prefetch,
+                                               bool shuffle, std::string const& transfers);
 
 // The batch fields a hook's input declares, as "forward(img)"; empty when the hook is absent.
 template <class HookInput>
@@ -319,3 +212,126 @@ void show(Handle const& h, std::FILE* out = stdout) {
 }
 
 }  // namespace nitro
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+#include <algorithm>  // max
+
+namespace nitro {
+
+namespace detail {
+
+NITRO_RUNTIME_INLINE std::string show_number(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// Columns: left-aligned text unless right[c].
+NITRO_RUNTIME_INLINE std::string show_table(std::vector<std::vector<std::string>> const& rows, std::vector<bool> const& right, std::string const& indent) {
+  std::vector<std::size_t> w;
+  for (auto const& r : rows)
+    for (std::size_t c = 0; c < r.size(); ++c) {
+      if (w.size() <= c) w.push_back(0);
+      w[c] = std::max(w[c], r[c].size());
+    }
+  std::string s;
+  for (auto const& r : rows) {
+    std::string line = indent;
+    for (std::size_t c = 0; c < r.size(); ++c) {
+      if (c) line += "  ";
+      const std::size_t pad = w[c] - r[c].size();
+      const bool ra = c < right.size() && right[c];
+      line += ra ? std::string(pad, ' ') + r[c] : r[c] + std::string(pad, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    s += line + "\n";
+  }
+  return s;
+}
+
+}  // namespace detail
+
+NITRO_RUNTIME_INLINE std::string show_text(handle_description const& d) {
+  std::string s = "Nitro " + d.experiment + "\n";
+  {
+    std::vector<std::vector<std::string>> head;
+    head.push_back({"program", d.experiment + (d.graph_consts.empty() ? "" : "  [" + d.graph_consts + "]")});
+    head.push_back({"backend", d.backend});
+    head.push_back({"model", d.model});
+    head.push_back({"parameters", std::to_string(d.parameters) + " in " + std::to_string(d.parameter_buffers) +
+                                      (d.parameter_buffers == 1 ? " flat buffer" : " flat buffers") + ", state " + std::to_string(d.state)});
+    s += detail::show_table(head, {}, "  ");
+  }
+  if (!d.fields.empty()) {
+    s += "  fields\n";
+    std::vector<std::vector<std::string>> rows;
+    for (auto const& f : d.fields) rows.push_back({f.name, f.residency, f.value});
+    s += detail::show_table(rows, {}, "    ");
+  }
+  if (!d.keywords.empty()) {
+    s += "  run keywords\n";
+    std::vector<std::vector<std::string>> rows;
+    for (auto const& k : d.keywords) {
+      std::vector<std::string> r = {k.name, k.value, to_string(k.source)};
+      if (!k.note.empty()) r.push_back("(" + k.note + ")");
+      rows.push_back(std::move(r));
+    }
+    s += detail::show_table(rows, {}, "    ");
+  }
+  s += "bindings\n";
+  s += "  data " + (d.data.empty() ? std::string("(none)") : d.data) + "\n";
+  if (!d.splits.empty()) {
+    std::vector<std::vector<std::string>> rows = {{"split", "samples", "batches", "batch", "prefetch"}};
+    for (auto const& sp : d.splits)
+      rows.push_back({sp.name, std::to_string(sp.samples), std::to_string(sp.batches), std::to_string(sp.batch_size), sp.prefetch});
+    s += detail::show_table(rows, {false, true, true, true, false}, "    ");
+  }
+  if (!d.hooks.empty()) {
+    s += "  hooks\n";
+    for (auto const& h : d.hooks) s += "    " + h + "\n";
+  }
+  s += "  gradient_clip_norm  " + (d.gradient_clip_norm > 0 ? detail::show_number(d.gradient_clip_norm) + " (global norm, before every group)" : std::string("none")) + "\n";
+  s += "  schedules";
+  if (d.schedules.empty()) {
+    s += "  none\n";
+  } else {
+    s += "\n";
+    std::vector<std::vector<std::string>> rows = {{"key", "source", "binds to", "curve"}};
+    for (auto const& k : d.schedules) rows.push_back({k.key, k.source, k.binds_to, k.curve});
+    s += detail::show_table(rows, {}, "    ");
+  }
+  if (!d.groups.empty()) {
+    s += "  parameter groups\n";
+    std::vector<std::vector<std::string>> rows = {{"group", "params", "rate", "ratio", "anchor", "decay", "rule"}};
+    for (auto const& g : d.groups)
+      rows.push_back({g.name, std::to_string(g.params), detail::show_number(g.rate), detail::show_number(g.ratio), g.anchor,
+                      detail::show_number(g.decay), g.rule});
+    s += detail::show_table(rows, {false, true, true, true, false, true, false}, "    ");
+  }
+  if (!d.optimizer.empty()) {
+    s += "  optimizer  " + d.optimizer + "\n";
+    if (!d.landings.empty()) {
+      std::vector<std::vector<std::string>> rows = {{"scheduled value", "group", "lands in"}};
+      for (auto const& l : d.landings) rows.push_back({l.key, l.group.empty() ? "-" : l.group, l.field});
+      s += detail::show_table(rows, {}, "    ");
+    }
+  }
+  return s;
+}
+
+// One split's row.
+NITRO_RUNTIME_INLINE show_split describe_split(std::string name, std::int64_t samples, std::int64_t batch_size, bool drop_last, int prefetch,
+                                               bool shuffle, std::string const& transfers) {
+  show_split s;
+  s.name = std::move(name);
+  s.samples = samples;
+  s.batch_size = batch_size;
+  s.batches = batch_size > 0 ? (drop_last ? samples / batch_size : (samples + batch_size - 1) / batch_size) : 0;
+  s.prefetch = "loader thread, " + std::to_string(prefetch) + " ahead" + (shuffle ? ", shuffled" : "") + (drop_last ? ", full batches" : "") + "; " +
+               transfers;
+  return s;
+}
+
+}  // namespace nitro
+#endif  // !NITRO_RUNTIME_EXTERN

@@ -8,6 +8,7 @@
 // a TensorBoard event file — DESIGN.md §4's record of a run.
 #pragma once
 
+#include "nitro/core/runtime.hpp"
 #include "nitro/record/loggers/console.hpp"
 #include "nitro/record/loggers/csv.hpp"
 #include "nitro/record/loggers/jsonl.hpp"
@@ -19,7 +20,15 @@
 namespace nitro {
 
 // `console = false` leaves the console out of the defaults (a quiet run: train(false), --quiet).
-inline logger_set with_default_loggers(logger_set s, run_info const& info, bool console = true) {
+NITRO_RUNTIME_INLINE logger_set with_default_loggers(logger_set s, run_info const& info, bool console = true);
+
+}  // namespace nitro
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro {
+
+NITRO_RUNTIME_INLINE logger_set with_default_loggers(logger_set s, run_info const& info, bool console) {
   if (!s.wants_defaults()) return s;
   logger_set out;
   if (console) out.add(console_logger());
@@ -33,3 +42,4 @@ inline logger_set with_default_loggers(logger_set s, run_info const& info, bool 
 }
 
 }  // namespace nitro
+#endif  // !NITRO_RUNTIME_EXTERN

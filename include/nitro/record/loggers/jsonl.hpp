@@ -16,11 +16,10 @@
 // allocates nothing (its buffer is reused).
 #pragma once
 
+#include "nitro/core/runtime.hpp"
 #include "nitro/core/error.hpp"
 #include "nitro/record/detail/record_text.hpp"
 #include "nitro/record/logger.hpp"
-
-#include <nlohmann/json.hpp>
 
 #include <chrono>       // wall time
 #include <cstdint>      // int64_t
@@ -52,84 +51,16 @@ class jsonl_logger : public run_logger {
   // Where it writes (after on_setup: inside the run directory when the path was relative).
   std::filesystem::path const& path() const noexcept { return m_resolved.empty() ? m_path : m_resolved; }
 
-  void on_setup(run_info const& info) override {
-    m_resolved = detail::in_run_dir(info.dir, m_path);
-    const std::int64_t had = m_file.open(m_resolved, "JSONL metrics file");
-    nlohmann::json caller;
-    try {
-      caller = nlohmann::json::parse(info.metadata_json.empty() ? std::string("{}") : info.metadata_json);
-    } catch (nlohmann::json::exception const& e) {
-      throw error("E-LOG-004", std::string("the run's metadata is not valid JSON: ") + e.what(), "pass a JSON object as run_info::metadata_json");
-    }
-    if (!caller.is_object()) throw error("E-LOG-004", "the run's metadata is JSON but not an object", "pass a JSON object, such as {\"selection\": {...}}");
-    nlohmann::json meta = nlohmann::json::object();
-    meta["type"] = "metadata";
-    meta["format"] = metrics_jsonl_format;
-    for (auto it = caller.begin(); it != caller.end(); ++it)
-      if (it.key() != "type" && it.key() != "format") meta[it.key()] = it.value();
-    meta["experiment"] = info.experiment;
-    meta["steps_per_epoch"] = info.steps_per_epoch;
-    meta["max_epochs"] = info.max_epochs;
-    meta["total_steps"] = info.total_steps;
-    meta["batch_size"] = info.batch_size;
-    meta["start_step"] = info.start_step;
-    meta["resumed"] = had > 0;
-    meta["wall_time"] = detail::wall_time_now();
-    m_line = meta.dump();
-    m_line += '\n';
-    m_file.write(m_line);
-    m_line.reserve(1024);
-  }
+  void on_setup(run_info const& info) override;
 
-  void on_step(std::int64_t step, int epoch, scalars values) override {
-    begin_line("train", step, epoch);
-    for (auto const& s : values) field(s.name, s.value);
-    end_line();
-  }
-  void on_eval(std::int64_t step, int epoch, std::string_view split, metric_values const& m) override {
-    begin_line(split, step, epoch);
-    for (auto const& [name, v] : m.scalars) field(name, v);
-    end_line();
-  }
-  void on_end(run_status status, std::string_view reason) override {
-    m_line.clear();
-    m_line += "{\"type\":\"end\",\"status\":";
-    detail::append_json_string(m_line, to_string(status));
-    m_line += ",\"reason\":";
-    detail::append_json_string(m_line, reason);
-    m_line += ",\"step\":";
-    detail::append_integer(m_line, m_last_step);
-    m_line += ",\"wall_time\":";
-    detail::append_json_number(m_line, detail::wall_time_now());
-    m_line += "}\n";
-    m_file.write(m_line);
-    m_file.close();
-  }
+  void on_step(std::int64_t step, int epoch, scalars values) override;
+  void on_eval(std::int64_t step, int epoch, std::string_view split, metric_values const& m) override;
+  void on_end(run_status status, std::string_view reason) override;
 
  private:
-  void begin_line(std::string_view split, std::int64_t step, int epoch) {
-    m_last_step = step;
-    m_line.clear();
-    m_line += "{\"type\":\"metrics\",\"split\":";
-    detail::append_json_string(m_line, split);
-    m_line += ",\"step\":";
-    detail::append_integer(m_line, step);
-    m_line += ",\"epoch\":";
-    detail::append_integer(m_line, epoch);
-    m_line += ",\"wall_time\":";
-    detail::append_json_number(m_line, detail::wall_time_now());
-  }
-  void field(std::string_view name, double v) {
-    detail::check_metric_name(name, {"type", "split", "step", "epoch", "wall_time"}, "JSONL record");
-    m_line += ',';
-    detail::append_json_string(m_line, name);
-    m_line += ':';
-    detail::append_json_number(m_line, v);
-  }
-  void end_line() {
-    m_line += "}\n";
-    m_file.write(m_line);
-  }
+  void begin_line(std::string_view split, std::int64_t step, int epoch);
+  void field(std::string_view name, double v);
+  void end_line();
 
   std::filesystem::path m_path;
   std::filesystem::path m_resolved;
@@ -139,3 +70,94 @@ class jsonl_logger : public run_logger {
 };
 
 }  // namespace nitro
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+#include <nlohmann/json.hpp>
+
+namespace nitro {
+
+NITRO_RUNTIME_INLINE void jsonl_logger::on_setup(run_info const& info) {
+  m_resolved = detail::in_run_dir(info.dir, m_path);
+  const std::int64_t had = m_file.open(m_resolved, "JSONL metrics file");
+  nlohmann::json caller;
+  try {
+    caller = nlohmann::json::parse(info.metadata_json.empty() ? std::string("{}") : info.metadata_json);
+  } catch (nlohmann::json::exception const& e) {
+    throw error("E-LOG-004", std::string("the run's metadata is not valid JSON: ") + e.what(), "pass a JSON object as run_info::metadata_json");
+  }
+  if (!caller.is_object()) throw error("E-LOG-004", "the run's metadata is JSON but not an object", "pass a JSON object, such as {\"selection\": {...}}");
+  nlohmann::json meta = nlohmann::json::object();
+  meta["type"] = "metadata";
+  meta["format"] = metrics_jsonl_format;
+  for (auto it = caller.begin(); it != caller.end(); ++it)
+    if (it.key() != "type" && it.key() != "format") meta[it.key()] = it.value();
+  meta["experiment"] = info.experiment;
+  meta["steps_per_epoch"] = info.steps_per_epoch;
+  meta["max_epochs"] = info.max_epochs;
+  meta["total_steps"] = info.total_steps;
+  meta["batch_size"] = info.batch_size;
+  meta["start_step"] = info.start_step;
+  meta["resumed"] = had > 0;
+  meta["wall_time"] = detail::wall_time_now();
+  m_line = meta.dump();
+  m_line += '\n';
+  m_file.write(m_line);
+  m_line.reserve(1024);
+}
+
+NITRO_RUNTIME_INLINE void jsonl_logger::on_step(std::int64_t step, int epoch, scalars values) {
+  begin_line("train", step, epoch);
+  for (auto const& s : values) field(s.name, s.value);
+  end_line();
+}
+
+NITRO_RUNTIME_INLINE void jsonl_logger::on_eval(std::int64_t step, int epoch, std::string_view split, metric_values const& m) {
+  begin_line(split, step, epoch);
+  for (auto const& [name, v] : m.scalars) field(name, v);
+  end_line();
+}
+
+NITRO_RUNTIME_INLINE void jsonl_logger::on_end(run_status status, std::string_view reason) {
+  m_line.clear();
+  m_line += "{\"type\":\"end\",\"status\":";
+  detail::append_json_string(m_line, to_string(status));
+  m_line += ",\"reason\":";
+  detail::append_json_string(m_line, reason);
+  m_line += ",\"step\":";
+  detail::append_integer(m_line, m_last_step);
+  m_line += ",\"wall_time\":";
+  detail::append_json_number(m_line, detail::wall_time_now());
+  m_line += "}\n";
+  m_file.write(m_line);
+  m_file.close();
+}
+
+NITRO_RUNTIME_INLINE void jsonl_logger::begin_line(std::string_view split, std::int64_t step, int epoch) {
+  m_last_step = step;
+  m_line.clear();
+  m_line += "{\"type\":\"metrics\",\"split\":";
+  detail::append_json_string(m_line, split);
+  m_line += ",\"step\":";
+  detail::append_integer(m_line, step);
+  m_line += ",\"epoch\":";
+  detail::append_integer(m_line, epoch);
+  m_line += ",\"wall_time\":";
+  detail::append_json_number(m_line, detail::wall_time_now());
+}
+
+NITRO_RUNTIME_INLINE void jsonl_logger::field(std::string_view name, double v) {
+  detail::check_metric_name(name, {"type", "split", "step", "epoch", "wall_time"}, "JSONL record");
+  m_line += ',';
+  detail::append_json_string(m_line, name);
+  m_line += ':';
+  detail::append_json_number(m_line, v);
+}
+
+NITRO_RUNTIME_INLINE void jsonl_logger::end_line() {
+  m_line += "}\n";
+  m_file.write(m_line);
+}
+
+}  // namespace nitro
+#endif  // !NITRO_RUNTIME_EXTERN

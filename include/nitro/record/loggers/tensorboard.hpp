@@ -22,6 +22,7 @@
 // recognise and stop at. After on_setup an event allocates nothing (its buffers are reused).
 #pragma once
 
+#include "nitro/core/runtime.hpp"
 #include "nitro/record/loggers/detail/crc32c.hpp"
 #include "nitro/record/detail/record_text.hpp"
 #include "nitro/record/logger.hpp"
@@ -86,98 +87,21 @@ class tensorboard_logger : public run_logger {
   // The event file (after on_setup).
   std::filesystem::path const& path() const noexcept { return m_file.path(); }
 
-  void on_setup(run_info const& info) override {
-    const std::filesystem::path dir = m_dir.is_absolute() || info.dir.empty() ? (m_dir.empty() ? std::filesystem::path(".") : m_dir) : info.dir / m_dir;
-    char host[256] = "localhost";
-    if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "localhost");
-    host[sizeof host - 1] = '\0';
-    static std::atomic<int> sequence{0};
-    const double now = wall_time();
-    char name[400];
-    std::snprintf(name, sizeof name, "events.out.tfevents.%010lld.%s.%d.%d", static_cast<long long>(now), host, static_cast<int>(::getpid()),
-                  sequence.fetch_add(1));
-    m_file.open(dir / name, "TensorBoard event file");
-    m_event.reserve(4096);
-    m_record.reserve(4096);
-    m_summary.reserve(4096);
-    m_value.reserve(256);
-    // the first event: the file version
-    m_event.clear();
-    detail::tb::put_double(m_event, 1, now);
-    detail::tb::put_int(m_event, 2, info.start_step);
-    detail::tb::put_bytes(m_event, 3, "brain.Event:2");
-    write_event();
-    if (!info.binding_report.empty()) write_text(info.start_step, "binding_report", info.binding_report);
-  }
+  void on_setup(run_info const& info) override;
 
-  void on_step(std::int64_t step, int /*epoch*/, scalars values) override {
-    m_last_step = step;
-    begin_summary();
-    for (auto const& s : values) add_scalar("train", s.name, s.value);
-    write_summary(step);
-  }
-  void on_eval(std::int64_t step, int /*epoch*/, std::string_view split, metric_values const& m) override {
-    m_last_step = step;
-    begin_summary();
-    for (auto const& [name, v] : m.scalars) add_scalar(split, name, v);
-    write_summary(step);
-  }
-  void on_end(run_status status, std::string_view reason) override {
-    std::string text = to_string(status);
-    if (!reason.empty()) text += ": " + std::string(reason);
-    write_text(m_last_step, "status", text);
-    m_file.close();
-  }
+  void on_step(std::int64_t step, int /*epoch*/, scalars values) override;
+  void on_eval(std::int64_t step, int /*epoch*/, std::string_view split, metric_values const& m) override;
+  void on_end(run_status status, std::string_view reason) override;
 
  private:
   static double wall_time() noexcept {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   }
   void begin_summary() { m_summary.clear(); }
-  void add_scalar(std::string_view split, std::string_view name, double v) {
-    m_value.clear();
-    // tag = split + "/" + name, written as one length-delimited field
-    detail::tb::put_key(m_value, 1, 2);
-    detail::tb::put_varint(m_value, split.size() + 1 + name.size());
-    m_value.append(split.data(), split.size());
-    m_value += '/';
-    m_value.append(name.data(), name.size());
-    detail::tb::put_float(m_value, 2, static_cast<float>(v));
-    detail::tb::put_bytes(m_summary, 1, m_value);
-  }
-  void write_summary(std::int64_t step) {
-    if (m_summary.empty()) return;
-    m_event.clear();
-    detail::tb::put_double(m_event, 1, wall_time());
-    detail::tb::put_int(m_event, 2, step);
-    detail::tb::put_bytes(m_event, 5, m_summary);
-    write_event();
-  }
-  void write_text(std::int64_t step, std::string_view tag, std::string_view text) {
-    std::string plugin, meta, tensor, value, summary;
-    detail::tb::put_bytes(plugin, 1, "text");
-    detail::tb::put_bytes(meta, 1, plugin);
-    detail::tb::put_int(tensor, 1, 7);  // DT_STRING
-    detail::tb::put_bytes(tensor, 2, "");  // a scalar: no dimensions
-    detail::tb::put_bytes(tensor, 8, text);
-    detail::tb::put_bytes(value, 1, tag);
-    detail::tb::put_bytes(value, 9, meta);
-    detail::tb::put_bytes(value, 8, tensor);
-    detail::tb::put_bytes(summary, 1, value);
-    m_event.clear();
-    detail::tb::put_double(m_event, 1, wall_time());
-    detail::tb::put_int(m_event, 2, step);
-    detail::tb::put_bytes(m_event, 5, summary);
-    write_event();
-  }
-  void write_event() {
-    m_record.clear();
-    detail::tb::put_le(m_record, m_event.size(), 8);
-    detail::tb::put_le(m_record, detail::masked_crc32c(m_record.data(), 8), 4);
-    m_record += m_event;
-    detail::tb::put_le(m_record, detail::masked_crc32c(m_event.data(), m_event.size()), 4);
-    m_file.write(m_record);
-  }
+  void add_scalar(std::string_view split, std::string_view name, double v);
+  void write_summary(std::int64_t step);
+  void write_text(std::int64_t step, std::string_view tag, std::string_view text);
+  void write_event();
 
   std::filesystem::path m_dir;
   detail::append_file m_file;
@@ -186,3 +110,103 @@ class tensorboard_logger : public run_logger {
 };
 
 }  // namespace nitro
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro {
+
+NITRO_RUNTIME_INLINE void tensorboard_logger::on_setup(run_info const& info) {
+  const std::filesystem::path dir = m_dir.is_absolute() || info.dir.empty() ? (m_dir.empty() ? std::filesystem::path(".") : m_dir) : info.dir / m_dir;
+  char host[256] = "localhost";
+  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "localhost");
+  host[sizeof host - 1] = '\0';
+  static std::atomic<int> sequence{0};
+  const double now = wall_time();
+  char name[400];
+  std::snprintf(name, sizeof name, "events.out.tfevents.%010lld.%s.%d.%d", static_cast<long long>(now), host, static_cast<int>(::getpid()),
+                sequence.fetch_add(1));
+  m_file.open(dir / name, "TensorBoard event file");
+  m_event.reserve(4096);
+  m_record.reserve(4096);
+  m_summary.reserve(4096);
+  m_value.reserve(256);
+  // the first event: the file version
+  m_event.clear();
+  detail::tb::put_double(m_event, 1, now);
+  detail::tb::put_int(m_event, 2, info.start_step);
+  detail::tb::put_bytes(m_event, 3, "brain.Event:2");
+  write_event();
+  if (!info.binding_report.empty()) write_text(info.start_step, "binding_report", info.binding_report);
+}
+
+NITRO_RUNTIME_INLINE void tensorboard_logger::on_step(std::int64_t step, int /*epoch*/, scalars values) {
+  m_last_step = step;
+  begin_summary();
+  for (auto const& s : values) add_scalar("train", s.name, s.value);
+  write_summary(step);
+}
+
+NITRO_RUNTIME_INLINE void tensorboard_logger::on_eval(std::int64_t step, int /*epoch*/, std::string_view split, metric_values const& m) {
+  m_last_step = step;
+  begin_summary();
+  for (auto const& [name, v] : m.scalars) add_scalar(split, name, v);
+  write_summary(step);
+}
+
+NITRO_RUNTIME_INLINE void tensorboard_logger::on_end(run_status status, std::string_view reason) {
+  std::string text = to_string(status);
+  if (!reason.empty()) text += ": " + std::string(reason);
+  write_text(m_last_step, "status", text);
+  m_file.close();
+}
+
+NITRO_RUNTIME_INLINE void tensorboard_logger::add_scalar(std::string_view split, std::string_view name, double v) {
+  m_value.clear();
+  // tag = split + "/" + name, written as one length-delimited field
+  detail::tb::put_key(m_value, 1, 2);
+  detail::tb::put_varint(m_value, split.size() + 1 + name.size());
+  m_value.append(split.data(), split.size());
+  m_value += '/';
+  m_value.append(name.data(), name.size());
+  detail::tb::put_float(m_value, 2, static_cast<float>(v));
+  detail::tb::put_bytes(m_summary, 1, m_value);
+}
+
+NITRO_RUNTIME_INLINE void tensorboard_logger::write_summary(std::int64_t step) {
+  if (m_summary.empty()) return;
+  m_event.clear();
+  detail::tb::put_double(m_event, 1, wall_time());
+  detail::tb::put_int(m_event, 2, step);
+  detail::tb::put_bytes(m_event, 5, m_summary);
+  write_event();
+}
+
+NITRO_RUNTIME_INLINE void tensorboard_logger::write_text(std::int64_t step, std::string_view tag, std::string_view text) {
+  std::string plugin, meta, tensor, value, summary;
+  detail::tb::put_bytes(plugin, 1, "text");
+  detail::tb::put_bytes(meta, 1, plugin);
+  detail::tb::put_int(tensor, 1, 7);  // DT_STRING
+  detail::tb::put_bytes(tensor, 2, "");  // a scalar: no dimensions
+  detail::tb::put_bytes(tensor, 8, text);
+  detail::tb::put_bytes(value, 1, tag);
+  detail::tb::put_bytes(value, 9, meta);
+  detail::tb::put_bytes(value, 8, tensor);
+  detail::tb::put_bytes(summary, 1, value);
+  m_event.clear();
+  detail::tb::put_double(m_event, 1, wall_time());
+  detail::tb::put_int(m_event, 2, step);
+  detail::tb::put_bytes(m_event, 5, summary);
+  write_event();
+}
+
+NITRO_RUNTIME_INLINE void tensorboard_logger::write_event() {
+  m_record.clear();
+  detail::tb::put_le(m_record, m_event.size(), 8);
+  detail::tb::put_le(m_record, detail::masked_crc32c(m_record.data(), 8), 4);
+  m_record += m_event;
+  detail::tb::put_le(m_record, detail::masked_crc32c(m_event.data(), m_event.size()), 4);
+  m_file.write(m_record);
+}
+
+}  // namespace nitro
+#endif  // !NITRO_RUNTIME_EXTERN

@@ -10,6 +10,7 @@
 // allocated per call. Size: NITRO_NUM_THREADS, else the hardware's count.
 #pragma once
 
+#include "nitro/core/runtime.hpp"
 #include "nitro/core/error.hpp"
 
 #include <atomic>              // the hand-off
@@ -44,15 +45,8 @@ class thread_pool {
   // How long an idle worker keeps watching for work before it sleeps.
   static constexpr std::chrono::microseconds spin_window{2000};
 
-  explicit thread_pool(int threads) : m_size(threads < 1 ? 1 : threads) {
-    m_workers.reserve(static_cast<std::size_t>(m_size - 1));
-    for (int i = 1; i < m_size; ++i) m_workers.emplace_back([this, i] { t_index = i; work(); });
-  }
-  ~thread_pool() {
-    m_stop.store(true);
-    wake();
-    for (auto& t : m_workers) t.join();
-  }
+  explicit thread_pool(int threads);
+  ~thread_pool();
   thread_pool(thread_pool const&) = delete;
   thread_pool& operator=(thread_pool const&) = delete;
 
@@ -94,63 +88,17 @@ class thread_pool {
     m_busy.store(false, std::memory_order_release);
   }
 
-  static thread_pool& instance() {
-    static thread_pool pool(default_size());
-    return pool;
-  }
+  static thread_pool& instance();
   // NITRO_NUM_THREADS when set (a whole number >= 1), else the hardware's thread count.
-  static int default_size() {
-    if (char const* s = std::getenv("NITRO_NUM_THREADS"); s && *s) {
-      char* end = nullptr;
-      const long v = std::strtol(s, &end, 10);
-      if (*end != '\0' || v < 1 || v > 1024)
-        throw error("E-CPU-001", std::string("NITRO_NUM_THREADS='") + s + "' is not a whole number of threads between 1 and 1024",
-                    "set NITRO_NUM_THREADS to the number of threads the CPU backend may use (e.g. 2), or unset it to use every hardware thread");
-      return static_cast<int>(v);
-    }
-    const unsigned h = std::thread::hardware_concurrency();
-    return h == 0 ? 1 : static_cast<int>(h);
-  }
+  static int default_size();
 
  private:
-  void run_tasks() {
-    t_inside = true;
-    for (int i; (i = m_next.fetch_add(1)) < m_count.load();) {
-      m_task_call.load()(m_task_f.load(), i);
-      m_done.fetch_add(1, std::memory_order_release);
-    }
-    t_inside = false;
-  }
+  void run_tasks();
   // Opens a region (or the way out) to every worker: bump the generation; wake the sleepers, if
   // any. (Seq-cst order: either the caller sees a worker's m_sleepers increment, or that worker
   // sees the new generation before it sleeps.)
-  void wake() {
-    m_generation.fetch_add(1);
-    if (m_sleepers.load() > 0) {
-      std::lock_guard<std::mutex> lock(m_sleep_mutex);
-      m_sleep_cv.notify_all();
-    }
-  }
-  void work() {
-    std::uint32_t seen = 0;  // the generation at construction: a worker that starts late still sees every bump
-    while (true) {
-      // watch for the next region for a while, then sleep until a caller bumps the generation
-      auto until = std::chrono::steady_clock::now() + spin_window;
-      for (int spins = 1; m_generation.load(std::memory_order_acquire) == seen; ++spins) {
-        detail::cpu_relax();
-        if (spins % 256 == 0 && std::chrono::steady_clock::now() > until) {
-          std::unique_lock<std::mutex> lock(m_sleep_mutex);
-          m_sleepers.fetch_add(1);
-          m_sleep_cv.wait(lock, [&] { return m_generation.load() != seen; });
-          m_sleepers.fetch_sub(1);
-          until = std::chrono::steady_clock::now() + spin_window;
-        }
-      }
-      seen = m_generation.load(std::memory_order_acquire);
-      if (m_stop.load()) return;
-      run_tasks();
-    }
-  }
+  void wake();
+  void work();
 
   static inline thread_local bool t_inside = false;
   static inline thread_local int t_index = 0;
@@ -167,3 +115,77 @@ class thread_pool {
 };
 
 }  // namespace nitro::cpu
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro::cpu {
+
+NITRO_RUNTIME_INLINE thread_pool::thread_pool(int threads) : m_size(threads < 1 ? 1 : threads) {
+  m_workers.reserve(static_cast<std::size_t>(m_size - 1));
+  for (int i = 1; i < m_size; ++i) m_workers.emplace_back([this, i] { t_index = i; work(); });
+}
+
+NITRO_RUNTIME_INLINE thread_pool::~thread_pool() {
+  m_stop.store(true);
+  wake();
+  for (auto& t : m_workers) t.join();
+}
+
+NITRO_RUNTIME_INLINE thread_pool& thread_pool::instance() {
+  static thread_pool pool(default_size());
+  return pool;
+}
+
+NITRO_RUNTIME_INLINE int thread_pool::default_size() {
+  if (char const* s = std::getenv("NITRO_NUM_THREADS"); s && *s) {
+    char* end = nullptr;
+    const long v = std::strtol(s, &end, 10);
+    if (*end != '\0' || v < 1 || v > 1024)
+      throw error("E-CPU-001", std::string("NITRO_NUM_THREADS='") + s + "' is not a whole number of threads between 1 and 1024",
+                  "set NITRO_NUM_THREADS to the number of threads the CPU backend may use (e.g. 2), or unset it to use every hardware thread");
+    return static_cast<int>(v);
+  }
+  const unsigned h = std::thread::hardware_concurrency();
+  return h == 0 ? 1 : static_cast<int>(h);
+}
+
+NITRO_RUNTIME_INLINE void thread_pool::run_tasks() {
+  t_inside = true;
+  for (int i; (i = m_next.fetch_add(1)) < m_count.load();) {
+    m_task_call.load()(m_task_f.load(), i);
+    m_done.fetch_add(1, std::memory_order_release);
+  }
+  t_inside = false;
+}
+
+NITRO_RUNTIME_INLINE void thread_pool::wake() {
+  m_generation.fetch_add(1);
+  if (m_sleepers.load() > 0) {
+    std::lock_guard<std::mutex> lock(m_sleep_mutex);
+    m_sleep_cv.notify_all();
+  }
+}
+
+NITRO_RUNTIME_INLINE void thread_pool::work() {
+  std::uint32_t seen = 0;  // the generation at construction: a worker that starts late still sees every bump
+  while (true) {
+    // watch for the next region for a while, then sleep until a caller bumps the generation
+    auto until = std::chrono::steady_clock::now() + spin_window;
+    for (int spins = 1; m_generation.load(std::memory_order_acquire) == seen; ++spins) {
+      detail::cpu_relax();
+      if (spins % 256 == 0 && std::chrono::steady_clock::now() > until) {
+        std::unique_lock<std::mutex> lock(m_sleep_mutex);
+        m_sleepers.fetch_add(1);
+        m_sleep_cv.wait(lock, [&] { return m_generation.load() != seen; });
+        m_sleepers.fetch_sub(1);
+        until = std::chrono::steady_clock::now() + spin_window;
+      }
+    }
+    seen = m_generation.load(std::memory_order_acquire);
+    if (m_stop.load()) return;
+    run_tasks();
+  }
+}
+
+}  // namespace nitro::cpu
+#endif  // !NITRO_RUNTIME_EXTERN
