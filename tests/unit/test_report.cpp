@@ -4,6 +4,7 @@
 // the real binary and a browser.
 #include <nitro/cli/commands.hpp>
 #include <nitro/cli/report.hpp>
+#include <nitro/record/loggers/jsonl.hpp>
 
 #include <doctest/doctest.h>
 
@@ -158,4 +159,31 @@ TEST_CASE("watch's curves: sparklines of train/loss and the monitored metric") {
   CHECK(nitro::cli::monitored_metric(st, nitro::ordered_json::object()) == "valid/loss");
   const auto m = nitro::ordered_json::parse(R"j({"run_keywords":{"monitor":{"value":"valid.acc (max)"}}})j");
   CHECK(nitro::cli::monitored_metric(nitro::ordered_json::object(), m) == "valid/acc");
+}
+
+TEST_CASE("the JSONL logger records a split's [C, C] tensor metrics row-major, which the report draws; other tensors stay out") {
+  const fs::path dir = nitro_test::tmp_dir("report/jsonl");
+  nitro::run_info info;
+  info.experiment = "Toy<4>";
+  info.dir = dir;
+  info.batch_size = 8;
+  nitro::jsonl_logger j;
+  j.on_setup(info);
+  nitro::metric_values m;
+  m.scalars["acc"] = 0.5;
+  nitro::Tensor cm = nitro::Tensor::owned({2, 2});
+  cm(0, 0) = 3; cm(0, 1) = 1; cm(1, 0) = 2; cm(1, 1) = 4;  // (true, predicted)
+  m.tensors["confusion"] = cm;
+  m.tensors["outputs"] = nitro::Tensor::owned({2, 5});    // a concatenation: not square, not recorded
+  j.on_eval(7, 1, "valid", m);
+  j.on_end(nitro::run_status::finished, "");
+  const std::string text = nitro_test::slurp(dir / "metrics.jsonl");
+  CHECK(text.find(R"("acc":0.5,"confusion":{"shape":[2,2],"data":[3,1,2,4]}})") != std::string::npos);
+  CHECK(text.find("outputs") == std::string::npos);
+  const auto v = nitro::cli::detail::load_run(dir.string());
+  const auto t = nitro::cli::detail::run_square_tensors(v);
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].split == "valid");
+  CHECK(t[0].step == 7);
+  CHECK(t[0].values == std::vector<double>{3, 1, 2, 4});
 }
