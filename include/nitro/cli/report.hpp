@@ -69,6 +69,12 @@ inline std::string short_number(double v) {
   else std::snprintf(buf, sizeof buf, "%.4g", v);
   return buf;
 }
+// An axis tick: enough digits to tell neighbouring ticks apart (1873.5 beside 1874).
+inline std::string tick_text(double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
 // SVG coordinates: one decimal is plenty at this size.
 inline std::string coord(double v) {
   char buf[32];
@@ -399,12 +405,12 @@ inline std::string svg_chart(std::vector<series> const& all, chart_options const
   for (double v : yt) {
     const double y = py(v);
     s += "<line class=\"grid\" x1=\"" + coord(left) + "\" x2=\"" + coord(left + pw) + "\" y1=\"" + coord(y) + "\" y2=\"" + coord(y) + "\"/>";
-    s += "<text class=\"tick\" x=\"" + coord(left - 4) + "\" y=\"" + coord(y + 3.5) + "\" text-anchor=\"end\">" + html_escape(short_number(v)) + "</text>\n";
+    s += "<text class=\"tick\" x=\"" + coord(left - 4) + "\" y=\"" + coord(y + 3.5) + "\" text-anchor=\"end\">" + html_escape(tick_text(v)) + "</text>\n";
   }
   for (double v : nice_ticks(x0, x1, 6)) {
     const double x = px(v);
     s += "<line class=\"grid\" x1=\"" + coord(x) + "\" x2=\"" + coord(x) + "\" y1=\"" + coord(top) + "\" y2=\"" + coord(top + ph) + "\"/>";
-    s += "<text class=\"tick\" x=\"" + coord(x) + "\" y=\"" + coord(top + ph + 13) + "\" text-anchor=\"middle\">" + html_escape(short_number(v)) + "</text>\n";
+    s += "<text class=\"tick\" x=\"" + coord(x) + "\" y=\"" + coord(top + ph + 13) + "\" text-anchor=\"middle\">" + html_escape(tick_text(v)) + "</text>\n";
   }
   s += "<text class=\"axis\" x=\"" + coord(left + pw / 2) + "\" y=\"" + coord(top + ph + 27) + "\" text-anchor=\"middle\">" + html_escape(o.x_label) + "</text>\n";
   if (drawn == 0) s += "<text class=\"empty\" x=\"" + coord(left + pw / 2) + "\" y=\"" + coord(top + ph / 2) + "\" text-anchor=\"middle\">no values recorded</text>\n";
