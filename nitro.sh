@@ -21,7 +21,7 @@ case "${1:-}" in
     # `./nitro.sh train [ARGS]` is `fashion_mlp run [ARGS]` (it ends by printing the test accuracy);
     # `./nitro.sh train COMMAND ...` runs another command of the trainer (variants, sweep, eval, ...)
     case "${1:-}" in
-      run|sweep|variants|check|explain|diff|watch|ir|bundle|eval|new|--help|-h) exec ./build/examples/fashion_mlp "$@" ;;
+      run|sweep|variants|check|explain|diff|watch|ir|bundle|eval|report|new|--help|-h) exec ./build/examples/fashion_mlp "$@" ;;
       *) exec ./build/examples/fashion_mlp run "$@" ;;
     esac
     ;;

@@ -30,7 +30,6 @@ namespace fashion {
 
 struct FwdIn { BOOST_HANA_DEFINE_STRUCT(FwdIn, (nitro::Tensor, img)); };
 struct LossIn { BOOST_HANA_DEFINE_STRUCT(LossIn, (nitro::Tensor, label)); };
-struct Metrics { BOOST_HANA_DEFINE_STRUCT(Metrics, (nitro::mean_of, acc)); };
 
 template <int Width = 256, bool TwoGroups = false>
 struct FashionMLP {
@@ -89,7 +88,7 @@ struct FashionMLP {
     return nitro::nn::logitcrossentropy(logits, in.label, smoothing);
   }
   auto metrics(nitro::Tensor const& logits, LossIn const& in) const {
-    return Metrics{.acc = {nitro::nn::correct_count(logits, in.label), double(in.label.batch())}};
+    return nitro::nn::classification(logits, in.label);  // acc, and the split's confusion matrix (in metrics.jsonl, and `report`'s heatmap)
   }
 
   // ---- the optimizer ----------------------------------------------------------------------------

@@ -15,6 +15,7 @@ packages=(
   dataset-fashion-mnist # the embedded default data set
   clang libclang-rt-14-dev  # the clang build, sanitizers, libFuzzer
   python3 python3-numpy     # independent readers of nitro's files in tests
+  chromium                  # a real browser renders `report`'s pages in tests (e2e.report_browser)
   libopenmpi-dev openmpi-bin  # nitro/dist: data parallel over MPI (optional to build; tested when present)
 )
 if [[ "${1:-}" == "bench" ]]; then

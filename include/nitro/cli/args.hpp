@@ -97,7 +97,9 @@ inline std::vector<command_spec> const& commands() {
        "newest run made with that selection stands in for a missing RUN.",
        {"--run-dir"}, 0, 2, true},
       {"watch", "[RUN]", "follow a running run from its status and metrics files until it ends",
-       "Prints each new metrics line and the state; ends when the run does (exit 0 if it finished). A run whose "
+       "Prints each new metrics line and the state, and the curves of train/loss and the monitored metric as "
+       "sparklines (redrawn as the run writes on a terminal; once, at the end, into a file or pipe); ends when the "
+       "run does (exit 0 if it finished). A run whose "
        "heartbeat stops while its process is gone is reported as lost (exit 1).",
        {"--run-dir", "--interval", "--timeout"}, 0, 1, true},
       {"ir", "", "show the compiled program: layers and shapes, kernels, groups, transferred batch fields", "", {}, 0, 0, true},
@@ -109,6 +111,14 @@ inline std::vector<command_spec> const& commands() {
        "Rebuilds the run's program with its recorded selection, loads its weights (--weights latest, best or a "
        "file; a checkpoint named as RUN is its own), and prints the split's metrics.",
        {"--run-dir", "--split", "--weights"}, 1, 1, false},
+      {"report", "[RUN|SWEEP]", "write one self-contained HTML page of a run or a sweep: curves, schedules, confusion matrix",
+       "Reads the run's records only (manifest.json, status.json, metrics.jsonl, binding_report.txt), so it works on a "
+       "finished, a crashed or a running run: every logged metric and scheduled value against steps, samples/s, a "
+       "heatmap of each [C, C] tensor metric, the selection with sources and the binding report. A SWEEP is a sweep's "
+       "summary (sweep-NAME-ID.json) or its name (the newest under --run-dir): the points' final metrics side by side "
+       "and their curves overlaid. The page needs no network (inline SVG and CSS). Default output: <slug>.html in the "
+       "current folder; nothing is written into the run folder.",
+       {"--run-dir", "--out"}, 0, 1, true},
       {"new", "NAME", "write a new experiment source file from a template",
        "Writes NAME.cpp (or --out PATH): an experiment with knobs, variants, a sweep and main, ready to build. Change "
        "a knob with --set or a variant; copy the file with `new` only when the change is not a knob.",
@@ -295,7 +305,7 @@ inline std::string help_text(std::string const& program, std::string const& comm
     std::size_t w = 0;
     for (auto const& c : commands()) w = std::max(w, c.name.size());
     for (auto const& c : commands()) s += "  " + std::string(c.name) + std::string(w + 2 - c.name.size(), ' ') + std::string(c.summary) + "\n";
-    s += "\nselection (run, sweep, check, explain, diff, watch, ir, bundle):\n"
+    s += "\nselection (run, sweep, check, explain, diff, watch, ir, bundle, report):\n"
          "  --set KNOB=VALUE wins over --variant NAME, which wins over the declared default.\n"
          "\n" + program + " COMMAND --help shows a command's options and exit codes.\n";
     return s;

@@ -1,5 +1,5 @@
 // nitro/cli/commands.hpp — the commands that read declarations and records only: variants, diff,
-// watch, bundle, new, and the pieces of sweep that need no program (Slurm scripts, the table).
+// watch (with sparkline curves), bundle, new (report is cli/report.hpp), and the pieces of sweep that need no program (Slurm scripts, the table).
 //
 // Each takes the catalog and what the command line said and writes to the context's streams;
 // errors are nitro::error with E-CLI-* or E-REC-* codes (docs/cli.md lists the exit codes).
@@ -16,7 +16,9 @@
 #include "nitro/knobs/records.hpp"
 #include "nitro/knobs/selection.hpp"
 
+#include <algorithm>   // count, clamp
 #include <cctype>      // toupper
+#include <cmath>       // isfinite, lround: sparklines
 #include <cerrno>      // errno after kill
 #include <chrono>      // watch's clock
 #include <cstdio>      // snprintf
@@ -26,11 +28,13 @@
 #include <set>         // metric columns
 #include <sstream>     // texts
 #include <string>      // names
+#include <iostream>    // cout: is watch drawing on a terminal?
 #include <thread>      // sleep_for
 #include <vector>      // rows
 
 #include <signal.h>     // kill(pid, 0): is the run's process alive?
 #include <sys/types.h>  // pid_t
+#include <unistd.h>     // isatty
 
 namespace nitro::cli {
 
@@ -162,6 +166,64 @@ inline std::string metrics_line_text(ordered_json const& j) {
   return s;
 }
 
+// Unicode block characters, one per value (the newest `width` of them), scaled between their min
+// and max; a value that is not finite is a space.
+inline std::string sparkline(std::vector<double> const& values, std::size_t width = 48) {
+  static char const* const bars[] = {"\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"};
+  const std::size_t from = values.size() > width ? values.size() - width : 0;
+  double lo = 0, hi = 0;
+  bool any = false;
+  for (std::size_t i = from; i < values.size(); ++i)
+    if (std::isfinite(values[i])) {
+      lo = any ? std::min(lo, values[i]) : values[i];
+      hi = any ? std::max(hi, values[i]) : values[i];
+      any = true;
+    }
+  std::string s;
+  for (std::size_t i = from; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) { s += ' '; continue; }
+    const int k = hi > lo ? static_cast<int>(std::lround((values[i] - lo) / (hi - lo) * 7)) : 3;
+    s += bars[std::clamp(k, 0, 7)];
+  }
+  return s;
+}
+
+// The monitored metric as "split/name": status.json's best, else the manifest's `monitor` keyword
+// ("valid.loss (min)"), else valid/loss.
+inline std::string monitored_metric(ordered_json const& status, ordered_json const& manifest) {
+  if (status.contains("best") && status["best"].is_object() && status["best"].contains("metric") && status["best"]["metric"].is_string())
+    return status["best"]["metric"].get<std::string>();
+  if (manifest.contains("run_keywords") && manifest["run_keywords"].contains("monitor") && manifest["run_keywords"]["monitor"].contains("value") &&
+      manifest["run_keywords"]["monitor"]["value"].is_string()) {
+    std::string m = manifest["run_keywords"]["monitor"]["value"].get<std::string>();
+    m = m.substr(0, m.find(' '));
+    if (auto dot = m.find('.'); dot != std::string::npos) m[dot] = '/';
+    if (!m.empty() && m != "none") return m;
+  }
+  return "valid/loss";
+}
+
+// Sparklines of train/loss and the monitored metric, from the metrics lines so far.
+inline std::string curves_text(std::vector<ordered_json> const& lines, std::string const& monitor) {
+  std::string s;
+  std::vector<std::string> names = {"train/loss"};
+  if (monitor != "train/loss") names.push_back(monitor);
+  std::size_t w = 0;
+  for (auto const& n : names) w = std::max(w, n.size());
+  for (auto const& n : names) {
+    const auto slash = n.find('/');
+    const std::string split = n.substr(0, slash), metric = slash == std::string::npos ? n : n.substr(slash + 1);
+    std::vector<double> v;
+    for (auto const& j : lines) {
+      if (j.value("type", std::string()) != "metrics" || j.value("split", std::string()) != split || !j.contains(metric)) continue;
+      v.push_back(j[metric].is_number() ? j[metric].get<double>() : std::nan(""));
+    }
+    if (v.empty()) continue;
+    s += "  " + n + std::string(w + 2 - n.size(), ' ') + sparkline(v) + "  " + metric_text(v.back()) + (n == monitor ? "  (monitor)" : "") + "\n";
+  }
+  return s.empty() ? s : "curves:\n" + s;
+}
+
 inline bool process_alive(ordered_json const& status) {
   if (!status.contains("pid") || !status["pid"].is_number_integer()) return false;
   if (status.contains("host") && status["host"].is_string() && status["host"].get<std::string>() != host_name()) return true;  // cannot tell
@@ -169,24 +231,38 @@ inline bool process_alive(ordered_json const& status) {
   return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
 }
 
-// Follows a run until it ends. Returns exit_ok when it finished, exit_failed otherwise.
+// Follows a run until it ends. Returns exit_ok when it finished, exit_failed otherwise. On a
+// terminal the curves (sparklines of train/loss and the monitored metric) are redrawn below the
+// lines as they come; into a file or pipe they are printed once, when the run ends.
 inline int watch(context& ctx, std::string const& dir, double interval, std::optional<double> timeout) {
   namespace fs = std::filesystem;
   const std::string metrics = (fs::path(dir) / "metrics.jsonl").string();
   const std::string status_path = (fs::path(dir) / "status.json").string();
-  std::size_t shown = 0;
+  const ordered_json manifest = fs::exists(fs::path(dir) / "manifest.json") ? read_json((fs::path(dir) / "manifest.json").string()) : ordered_json::object();
+  const bool live = &ctx.out == &std::cout && ::isatty(STDOUT_FILENO);
+  std::size_t shown = 0, drawn_lines = 0;
+  std::vector<ordered_json> lines;
   const auto t0 = std::chrono::steady_clock::now();
   auto last_change = t0;
   std::string last_heartbeat;
   for (;;) {
+    ordered_json st = fs::exists(status_path) ? read_json(status_path) : ordered_json::object();
     if (fs::exists(metrics)) {
-      auto lines = read_jsonl(metrics);
-      for (; shown < lines.size(); ++shown) ctx.out << metrics_line_text(lines[shown]) << "\n";
+      lines = read_jsonl(metrics);
+      if (shown < lines.size()) {
+        if (live && drawn_lines) ctx.out << "\x1b[" << drawn_lines << "A\x1b[J";  // erase the curves drawn last time
+        for (; shown < lines.size(); ++shown) ctx.out << metrics_line_text(lines[shown]) << "\n";
+        if (live) {
+          const std::string c = curves_text(lines, monitored_metric(st, manifest));
+          drawn_lines = static_cast<std::size_t>(std::count(c.begin(), c.end(), '\n'));
+          ctx.out << c;
+        }
+      }
       ctx.out.flush();
     }
-    ordered_json st = fs::exists(status_path) ? read_json(status_path) : ordered_json::object();
     const std::string state = st.value("state", std::string("running"));
     if (state != "running") {
+      if (!live) ctx.out << curves_text(lines, monitored_metric(st, manifest));
       std::string line = "state: " + state + "  step " + (st.contains("step") ? st["step"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : "?");
       for (auto const& [k, v] : final_metrics(st)) line += "  " + k + " " + metric_text(v);
       ctx.out << line << "\n";

@@ -6,13 +6,14 @@
 //
 // Programs are instantiations of one experiment; the first is the default. A selection's
 // GraphConst values pick the program compiled for them (a value not compiled in is E-KNOB-011).
-// Commands: run, sweep, variants, check, explain, diff, watch, ir, bundle, eval, new (--help for
-// each). Errors print their code, sentence and fix on stderr; exit codes are in docs/cli.md.
+// Commands: run, sweep, variants, check, explain, diff, watch, ir, bundle, eval, report, new (--help
+// for each). Errors print their code, sentence and fix on stderr; exit codes are in docs/cli.md.
 #pragma once
 
 #include "nitro/cli/args.hpp"
 #include "nitro/cli/commands.hpp"
 #include "nitro/cli/program.hpp"
+#include "nitro/cli/report.hpp"
 #include "nitro/core/error.hpp"
 #include "nitro/knobs/catalog.hpp"
 #include "nitro/knobs/records.hpp"
@@ -198,6 +199,10 @@ class app {
     if (cmd == "bundle") {
       const std::string dir = default_run_dir(a);
       return bundle(ctx, run_ref(a, 0, dir), a.weights.value_or("latest"), a.out);
+    }
+    if (cmd == "report") {
+      const std::string dir = default_run_dir(a);
+      return report(ctx.out, dir, a.positional.empty() ? run_ref(a, 0, dir) : a.positional[0], a.out);
     }
     if (cmd == "eval") return eval(ctx, a);
     if (cmd == "sweep") return sweep(ctx, a);

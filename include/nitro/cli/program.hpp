@@ -438,6 +438,7 @@ struct program {
     ordered_json splits = ordered_json::object();
     for (auto const& sp : h->data().splits) splits[sp.name()] = sp.size();
     ident.data["splits"] = splits;
+    if (!h->data().classes.empty()) ident.data["classes"] = h->data().classes;  // the report's heatmap labels
     ident.backend = {{"device", to_string(h->backend().device)}, {"name", h->backend().name()}};
     const auto rows = keyword_rows(h->keywords().records(), c, s);
     ident.run_keywords = keywords_json(rows);

@@ -93,6 +93,7 @@ struct dataset {
   std::string name;
   std::vector<in_memory_split<Batch>> splits;
   std::string fingerprint;  // identifies the data for manifests (files and sizes, or a user's tag)
+  std::vector<std::string> classes;  // class names by label index, when the data set knows them (else empty)
 
   bool has(std::string_view split) const noexcept {
     for (auto const& s : splits) if (s.name() == split) return true;

@@ -157,6 +157,7 @@ NITRO_RUNTIME_INLINE dataset<image_batch> fashion_mnist(fashion_mnist_options op
   if (!valid_idx.empty()) d.splits.emplace_back("valid", detail::fm_select(train_raw, valid_idx));
   d.splits.emplace_back("test", detail::fm_select(test_raw, test_idx));
   std::error_code ec;
+  d.classes = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
   d.fingerprint = "fashion_mnist:" + opt.dir + ":train-images=" +
                   std::to_string(std::filesystem::file_size(opt.dir + "/train-images-idx3-ubyte.gz", ec)) + "B" +
                   ":split_seed=" + std::to_string(opt.split_seed) + ":valid=" + std::to_string(valid) +

@@ -7,6 +7,8 @@
 // experiment, the horizon and the wall time added. Every later line is
 //   {"type":"metrics","split":"train","step":100,"epoch":1,"wall_time":1700000000.25,"loss":0.61,"eta":0.001}
 //   {"type":"metrics","split":"valid","step":429,"epoch":1,"wall_time":...,"acc":0.84,"loss":0.45}
+//   ... with a split's square [C, C] tensor metrics (a confusion matrix, sum_of) as
+//   "confusion":{"shape":[10,10],"data":[...]}: row-major, entry (i, j) at i * C + j
 //   {"type":"end","status":"finished","reason":"","step":2145,"wall_time":...}
 // Numbers are the shortest text that reads back exactly; NaN and infinities are null (JSON has
 // neither). A resumed run appends, starting with a metadata line carrying "resumed": true.
@@ -60,6 +62,8 @@ class jsonl_logger : public run_logger {
  private:
   void begin_line(std::string_view split, std::int64_t step, int epoch);
   void field(std::string_view name, double v);
+  // A [C, C] tensor (C <= 1000: a confusion matrix, not a concatenation of outputs), row-major.
+  void square_tensor_field(std::string_view name, Tensor const& t);
   void end_line();
 
   std::filesystem::path m_path;
@@ -115,6 +119,7 @@ NITRO_RUNTIME_INLINE void jsonl_logger::on_step(std::int64_t step, int epoch, sc
 NITRO_RUNTIME_INLINE void jsonl_logger::on_eval(std::int64_t step, int epoch, std::string_view split, metric_values const& m) {
   begin_line(split, step, epoch);
   for (auto const& [name, v] : m.scalars) field(name, v);
+  for (auto const& [name, t] : m.tensors) square_tensor_field(name, t);
   end_line();
 }
 
@@ -152,6 +157,25 @@ NITRO_RUNTIME_INLINE void jsonl_logger::field(std::string_view name, double v) {
   detail::append_json_string(m_line, name);
   m_line += ':';
   detail::append_json_number(m_line, v);
+}
+
+NITRO_RUNTIME_INLINE void jsonl_logger::square_tensor_field(std::string_view name, Tensor const& t) {
+  if (t.rank() != 2 || t.shape()[0] != t.shape()[1] || t.shape()[0] > 1000 || !t.defined()) return;
+  detail::check_metric_name(name, {"type", "split", "step", "epoch", "wall_time"}, "JSONL record");
+  const std::int64_t n = t.shape()[0];
+  m_line += ',';
+  detail::append_json_string(m_line, name);
+  m_line += ":{\"shape\":[";
+  detail::append_integer(m_line, n);
+  m_line += ',';
+  detail::append_integer(m_line, n);
+  m_line += "],\"data\":[";
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      if (i || j) m_line += ',';
+      detail::append_json_number(m_line, static_cast<double>(t.data()[i + j * n]));  // column-major storage
+    }
+  m_line += "]}";
 }
 
 NITRO_RUNTIME_INLINE void jsonl_logger::end_line() {
