@@ -166,6 +166,8 @@ class run_control {
   // outside the steps, and reserve again after).
   void reserve_history();
   void log_step(std::int64_t step, int epoch);
+  // An evaluation to the loggers and the history (both after_eval and record_eval).
+  void log_eval(std::int64_t step, int epoch, std::string_view split, metric_values const& m);
 
   // At most this many logged rows are reserved ahead; a longer run's table grows (amortised) once
   // per that many logged steps.
@@ -264,9 +266,7 @@ NITRO_RUNTIME_INLINE bool run_control::after_step(std::int64_t step, int epoch, 
 
 NITRO_RUNTIME_INLINE bool run_control::after_eval(std::int64_t step, int epoch, std::string_view split, metric_values const& m) {
   require_begun("after_eval");
-  m_loggers.on_eval(step, epoch, split, m);
-  m_history.add(step, epoch, split, m);
-  reserve_history();
+  log_eval(step, epoch, split, m);
   if (split != m_opt.monitor.split()) return true;
   const std::string name = m_opt.monitor.name();
   if (!m.has(name)) {
@@ -285,6 +285,10 @@ NITRO_RUNTIME_INLINE bool run_control::after_eval(std::int64_t step, int epoch, 
 
 NITRO_RUNTIME_INLINE void run_control::record_eval(std::int64_t step, int epoch, std::string_view split, metric_values const& m) {
   require_begun("record_eval");
+  log_eval(step, epoch, split, m);
+}
+
+NITRO_RUNTIME_INLINE void run_control::log_eval(std::int64_t step, int epoch, std::string_view split, metric_values const& m) {
   m_loggers.on_eval(step, epoch, split, m);
   m_history.add(step, epoch, split, m);
   reserve_history();

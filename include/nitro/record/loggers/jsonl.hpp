@@ -61,6 +61,8 @@ class jsonl_logger : public run_logger {
 
  private:
   void begin_line(std::string_view split, std::int64_t step, int epoch);
+  // `,"name":` after checking the name is not one of the line's own keys
+  void field_name(std::string_view name);
   void field(std::string_view name, double v);
   // A [C, C] tensor (C <= 1000: a confusion matrix, not a concatenation of outputs), row-major.
   void square_tensor_field(std::string_view name, Tensor const& t);
@@ -151,21 +153,23 @@ NITRO_RUNTIME_INLINE void jsonl_logger::begin_line(std::string_view split, std::
   detail::append_json_number(m_line, detail::wall_time_now());
 }
 
-NITRO_RUNTIME_INLINE void jsonl_logger::field(std::string_view name, double v) {
+NITRO_RUNTIME_INLINE void jsonl_logger::field_name(std::string_view name) {
   detail::check_metric_name(name, {"type", "split", "step", "epoch", "wall_time"}, "JSONL record");
   m_line += ',';
   detail::append_json_string(m_line, name);
   m_line += ':';
+}
+
+NITRO_RUNTIME_INLINE void jsonl_logger::field(std::string_view name, double v) {
+  field_name(name);
   detail::append_json_number(m_line, v);
 }
 
 NITRO_RUNTIME_INLINE void jsonl_logger::square_tensor_field(std::string_view name, Tensor const& t) {
   if (t.rank() != 2 || t.shape()[0] != t.shape()[1] || t.shape()[0] > 1000 || !t.defined()) return;
-  detail::check_metric_name(name, {"type", "split", "step", "epoch", "wall_time"}, "JSONL record");
   const std::int64_t n = t.shape()[0];
-  m_line += ',';
-  detail::append_json_string(m_line, name);
-  m_line += ":{\"shape\":[";
+  field_name(name);
+  m_line += "{\"shape\":[";
   detail::append_integer(m_line, n);
   m_line += ',';
   detail::append_integer(m_line, n);
