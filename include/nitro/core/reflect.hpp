@@ -81,6 +81,11 @@ template <class T, class... L> constexpr std::size_t count_in(type_list<L...>) n
 template <std::size_t I, class... L> struct nth;
 template <std::size_t I, class H, class... L> struct nth<I, H, L...> : nth<I - 1, L...> {};
 template <class H, class... L> struct nth<0, H, L...> { using type = H; };
+// Type computations as declared-only functions, called only inside decltype. Not lambdas: clang
+// 14 crashes reading a lambda written inside decltype in a template back from a precompiled
+// header (llvm/llvm-project#53757; house.no_lambda_in_decltype keeps them out of the headers).
+template <class... F> type_list<typename F::type...> field_value_types(type_list<F...>);
+template <std::size_t I, class... D> std::type_identity<typename nth<I, D...>::type> nth_of(type_list<D...>);
 
 // Position (1-based) of the first declared member whose type is not accounted for by the adapted
 // list; 0 when every declared member is adapted.
@@ -144,17 +149,14 @@ constexpr bool check_adaptation() noexcept {
     constexpr std::size_t declared = aggregate_member_count<E>();
     constexpr std::size_t adapted = Desc::field_count;
     using declared_types = decltype(member_types_of<declared, E>());
-    using adapted_types = decltype([]<class... F>(type_list<F...>) { return type_list<typename F::type...>{}; }(
-        typename Desc::fields{}));
+    using adapted_types = decltype(field_value_types(typename Desc::fields{}));
     if constexpr (adapted > declared) {
       return experiment_adapts_unknown_members<E, declared, adapted>::ok;
     } else {
       constexpr std::size_t missing =
           first_unadapted(declared_types{}, adapted_types{}, std::make_index_sequence<declared>{});
       if constexpr (missing != 0) {
-        using T = typename decltype([]<class... D>(type_list<D...>) {
-          return std::type_identity<typename nth<missing - 1, D...>::type>{};
-        }(declared_types{}))::type;
+        using T = typename decltype(nth_of<missing - 1>(declared_types{}))::type;
         return experiment_member_not_adapted<E, missing, T>::ok;
       } else {
         return true;

@@ -104,9 +104,7 @@ constexpr auto experiment_fields() {
 }
 template <class E, std::size_t I>
 struct experiment_field {
-  using type = typename decltype([]<class... D>(nitro::detail::type_list<D...>) {
-    return std::type_identity<typename nitro::detail::nth<I, D...>::type>{};
-  }(typename experiment_traits<E>::fields{}))::type;
+  using type = typename decltype(nitro::detail::nth_of<I>(typename experiment_traits<E>::fields{}))::type;
 };
 template <class E>
 constexpr std::size_t device_field_count() {

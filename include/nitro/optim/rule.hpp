@@ -190,10 +190,11 @@ struct chain_rule {
   using fields = typename detail::concat_names<typename R::fields...>::type;
   using states = typename detail::concat_names<typename R::states...>::type;
   // chain.<position>.<the rule's path without its name>: chain.2.momentum
-  using paths = decltype([]<std::size_t... I>(std::index_sequence<I...>) {
-    return typename detail::concat_names<detail::prefixed_t<join(fixed_string{"chain"}, '.', number_text<I + 1>()),
-                                                            typename detail::headless<rule_paths_t<R>>::type>...>::type{};
-  }(std::index_sequence_for<R...>{}));
+  template <std::size_t... I>
+  static auto chain_paths(std::index_sequence<I...>)
+      -> typename detail::concat_names<detail::prefixed_t<join(fixed_string{"chain"}, '.', number_text<I + 1>()),
+                                                          typename detail::headless<rule_paths_t<R>>::type>...>::type;
+  using paths = decltype(chain_paths(std::index_sequence_for<R...>{}));
   static constexpr auto domains = [] {
     std::array<domain, fields::size> d{};
     std::size_t k = 0;
