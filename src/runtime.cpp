@@ -2,11 +2,30 @@
 // trainer would otherwise compile for itself, compiled once with the flags of the project that
 // builds it (its -march decides which GEMM kernel runs, and gemm_kernel_name() says which).
 #define NITRO_RUNTIME_BUILD
+#include "nitro/cli/args.hpp"
+#include "nitro/cli/commands.hpp"
+#include "nitro/cli/context.hpp"
+#include "nitro/cli/main.hpp"
+#include "nitro/cli/model_text.hpp"
+#include "nitro/cli/report.hpp"
+#include "nitro/cli/table.hpp"
+#include "nitro/cli/tar.hpp"
+#include "nitro/data/dataset.hpp"
 #include "nitro/data/fashion_mnist.hpp"
 #include "nitro/data/idx.hpp"
+#include "nitro/data/loader.hpp"
+#include "nitro/dist/metrics.hpp"
 #include "nitro/dist/replicas.hpp"
 #include "nitro/dist/shard.hpp"
+#include "nitro/knobs/detail/did_you_mean.hpp"
+#include "nitro/knobs/knob_value.hpp"
 #include "nitro/knobs/records.hpp"
+#include "nitro/knobs/selection.hpp"
+#include "nitro/knobs/slug.hpp"
+#include "nitro/knobs/sweep_points.hpp"
+#include "nitro/nn/init.hpp"
+#include "nitro/nn/losses.hpp"
+#include "nitro/nn/metrics.hpp"
 #include "nitro/nn/reducers.hpp"
 #include "nitro/record/atomic_file.hpp"
 #include "nitro/record/checkpoint.hpp"
@@ -18,9 +37,12 @@
 #include "nitro/record/loggers/defaults.hpp"
 #include "nitro/record/loggers/jsonl.hpp"
 #include "nitro/record/loggers/tensorboard.hpp"
+#include "nitro/record/record_file.hpp"
 #include "nitro/record/run_reference.hpp"
 #include "nitro/record/safetensors.hpp"
 #include "nitro/record/safetensors_writer.hpp"
+#include "nitro/record/weights_ref.hpp"
+#include "nitro/record/weights_resolve.hpp"
 #include "nitro/tensor/cpu/gemm.hpp"
 #include "nitro/tensor/cpu/thread_pool.hpp"
 #include "nitro/train/divergence.hpp"
@@ -35,3 +57,11 @@ template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, 
 template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double, double const*, std::int64_t,
                            double const*, std::int64_t, double, double*, std::int64_t);
 }  // namespace nitro::cpu
+
+// the stock instantiations the headers declare extern where the runtime is linked
+namespace nitro::nn {
+template basic_tensor<float> logitcrossentropy_at<float>(basic_tensor<float> const&, basic_tensor<float> const&, float);
+}  // namespace nitro::nn
+namespace nitro::init {
+template void initializer::operator()<float>(basic_tensor<float>&, std::int64_t, std::int64_t, rng&) const;
+}  // namespace nitro::init

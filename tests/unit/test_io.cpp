@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <chrono>
 #include <set>
+#include <thread>
 #include <vector>
 #include "../support/nitro_test.hpp"
 
@@ -168,6 +170,38 @@ TEST_CASE("loader: without prefetch (one buffer) every batch still arrives") {
     }
     CHECK(n == 200);
     CHECK(first == 0);
+  }
+}
+
+TEST_CASE("loader: a batch stays intact while later ones are gathered; a restarted epoch discards what was gathered ahead") {
+  auto d = nitro::data::fashion_mnist({.valid = 100, .train_limit = 1000, .test_limit = 200});
+  auto const& test = d.split("test");
+  auto pixels_of = [&](std::int64_t sample) {
+    return std::vector<float>(test.all().img.data() + 784 * sample, test.all().img.data() + 784 * (sample + 1));
+  };
+  for (int prefetch : {0, 1, 3}) {
+    nitro::data::loader<nitro::data::image_batch> ld(test, {.batch_size = 16, .shuffle = true, .drop_last = true, .prefetch = prefetch, .seed = 4});
+    ld.start_epoch(0);
+    auto first = ld.next();
+    REQUIRE(first);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the worker fills every free slot meanwhile
+    for (std::int64_t i = 0; i < first->idx.numel(); ++i)
+      CHECK(std::vector<float>(first->img.data() + 784 * i, first->img.data() + 784 * (i + 1)) == pixels_of(first->idx[i]));
+    (void)ld.next();  // batches gathered ahead of an abandoned epoch must not leak into the next one
+    ld.start_epoch(7, 2);
+    nitro::data::loader<nitro::data::image_batch> fresh(test, {.batch_size = 16, .shuffle = true, .drop_last = true, .prefetch = prefetch, .seed = 4});
+    fresh.start_epoch(7, 2);
+    std::int64_t batches = 0;
+    while (auto b = ld.next()) {
+      auto f = fresh.next();
+      REQUIRE(f);
+      CHECK(std::vector<std::int64_t>(b->idx.data(), b->idx.data() + 16) == std::vector<std::int64_t>(f->idx.data(), f->idx.data() + 16));
+      for (std::int64_t i = 0; i < 16; ++i)
+        CHECK(std::vector<float>(b->img.data() + 784 * i, b->img.data() + 784 * (i + 1)) == pixels_of(b->idx[i]));
+      ++batches;
+    }
+    CHECK(batches == 200 / 16 - 2);
+    CHECK_FALSE(fresh.next());
   }
 }
 

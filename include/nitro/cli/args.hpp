@@ -10,6 +10,8 @@
 //   E-CLI-003  --variant given twice (a selection names one variant or none)
 #pragma once
 
+#include "nitro/core/runtime.hpp"
+
 #include "nitro/core/error.hpp"
 #include "nitro/knobs/detail/did_you_mean.hpp"
 #include "nitro/knobs/selection.hpp"
@@ -36,7 +38,52 @@ struct option_spec {
   std::string_view help;
 };
 
-inline std::vector<option_spec> const& all_options() {
+NITRO_RUNTIME_INLINE std::vector<option_spec> const& all_options();
+
+struct command_spec {
+  std::string_view name;
+  std::string_view args;     // positional arguments, as shown in usage
+  std::string_view summary;  // one line
+  std::string_view details;  // a paragraph for --help
+  std::vector<std::string_view> options;
+  int min_positional = 0;
+  int max_positional = 0;
+  bool selection = false;    // takes --variant/--set/--steps/--eval-every/--diagnostics
+};
+
+NITRO_RUNTIME_INLINE std::vector<command_spec> const& commands();
+
+NITRO_RUNTIME_INLINE command_spec const* find_command(std::string_view name);
+
+struct parsed_args {
+  std::string command;
+  selection_request selection;
+  bool has_selection = false;
+  std::vector<std::string> positional;
+  std::optional<std::string> run_dir, id, emit, split, weights, out, resume;
+  std::optional<std::int64_t> jobs;
+  std::optional<double> interval, timeout;
+  bool quiet = false, force = false, help = false;
+};
+
+namespace detail {
+NITRO_RUNTIME_INLINE std::int64_t positive_integer(std::string_view opt, std::string_view text);
+NITRO_RUNTIME_INLINE double positive_seconds(std::string_view opt, std::string_view text);
+}  // namespace detail
+
+// Parses the arguments after the program's name.
+NITRO_RUNTIME_INLINE parsed_args parse_args(std::vector<std::string> const& args);
+
+// --help text: the overview, or one command's usage, options and exit codes.
+NITRO_RUNTIME_INLINE std::string help_text(std::string const& program, std::string const& command);
+
+}  // namespace nitro::cli
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro::cli {
+
+NITRO_RUNTIME_INLINE std::vector<option_spec> const& all_options() {
   static const std::vector<option_spec> table = {
       {"--variant", "NAME", "start from a declared variant (once; variants do not compose)"},
       {"--set", "KNOB=VALUE", "set a declared knob; wins over the variant (repeatable; seed works everywhere)"},
@@ -60,18 +107,7 @@ inline std::vector<option_spec> const& all_options() {
   return table;
 }
 
-struct command_spec {
-  std::string_view name;
-  std::string_view args;     // positional arguments, as shown in usage
-  std::string_view summary;  // one line
-  std::string_view details;  // a paragraph for --help
-  std::vector<std::string_view> options;
-  int min_positional = 0;
-  int max_positional = 0;
-  bool selection = false;    // takes --variant/--set/--steps/--eval-every/--diagnostics
-};
-
-inline std::vector<command_spec> const& commands() {
+NITRO_RUNTIME_INLINE std::vector<command_spec> const& commands() {
   static const std::vector<command_spec> table = {
       {"run", "", "train the selected point and record it under <run-dir>/<slug>/",
        "Builds the experiment with the selected knob values (before any hook reads one), trains it, and records "
@@ -127,24 +163,16 @@ inline std::vector<command_spec> const& commands() {
   return table;
 }
 
-inline command_spec const* find_command(std::string_view name) {
+NITRO_RUNTIME_INLINE command_spec const* find_command(std::string_view name) {
   for (auto const& c : commands()) if (c.name == name) return &c;
   return nullptr;
 }
 
-struct parsed_args {
-  std::string command;
-  selection_request selection;
-  bool has_selection = false;
-  std::vector<std::string> positional;
-  std::optional<std::string> run_dir, id, emit, split, weights, out, resume;
-  std::optional<std::int64_t> jobs;
-  std::optional<double> interval, timeout;
-  bool quiet = false, force = false, help = false;
-};
+}  // namespace nitro::cli
 
-namespace detail {
-inline std::int64_t positive_integer(std::string_view opt, std::string_view text) {
+namespace nitro::cli::detail {
+
+NITRO_RUNTIME_INLINE std::int64_t positive_integer(std::string_view opt, std::string_view text) {
   std::int64_t v = 0;
   auto r = std::from_chars(text.data(), text.data() + text.size(), v);
   if (r.ec != std::errc{} || r.ptr != text.data() + text.size() || v <= 0)
@@ -152,7 +180,8 @@ inline std::int64_t positive_integer(std::string_view opt, std::string_view text
                 "e.g. " + std::string(opt) + " 100");
   return v;
 }
-inline double positive_seconds(std::string_view opt, std::string_view text) {
+
+NITRO_RUNTIME_INLINE double positive_seconds(std::string_view opt, std::string_view text) {
   double v = 0;
   auto r = std::from_chars(text.data(), text.data() + text.size(), v);
   if (r.ec != std::errc{} || r.ptr != text.data() + text.size() || !(v > 0) || v > 1e9)
@@ -160,10 +189,12 @@ inline double positive_seconds(std::string_view opt, std::string_view text) {
                 "e.g. " + std::string(opt) + " 0.5");
   return v;
 }
-}  // namespace detail
 
-// Parses the arguments after the program's name.
-inline parsed_args parse_args(std::vector<std::string> const& args) {
+}  // namespace nitro::cli::detail
+
+namespace nitro::cli {
+
+NITRO_RUNTIME_INLINE parsed_args parse_args(std::vector<std::string> const& args) {
   parsed_args a;
   if (args.empty()) { a.help = true; return a; }
   std::size_t i = 0;
@@ -297,8 +328,7 @@ inline parsed_args parse_args(std::vector<std::string> const& args) {
   return a;
 }
 
-// --help text: the overview, or one command's usage, options and exit codes.
-inline std::string help_text(std::string const& program, std::string const& command) {
+NITRO_RUNTIME_INLINE std::string help_text(std::string const& program, std::string const& command) {
   std::string s;
   if (command.empty()) {
     s += "usage: " + program + " COMMAND [OPTIONS]\n\ncommands:\n";
@@ -339,3 +369,4 @@ inline std::string help_text(std::string const& program, std::string const& comm
 }
 
 }  // namespace nitro::cli
+#endif  // !NITRO_RUNTIME_EXTERN

@@ -5,6 +5,8 @@
 // errors are nitro::error with E-CLI-* or E-REC-* codes (docs/cli.md lists the exit codes).
 #pragma once
 
+#include "nitro/core/runtime.hpp"
+
 #include "nitro/cli/args.hpp"
 #include "nitro/cli/program.hpp"
 #include "nitro/cli/table.hpp"
@@ -41,7 +43,73 @@ namespace nitro::cli {
 // ---- variants ---------------------------------------------------------------------------------------
 // Exactly the note's layout: knobs (name, default, doc), variants (name, knob=value ...), sweeps
 // (name, "N points over knob, ...").
-inline std::string variants_text(catalog const& c) {
+NITRO_RUNTIME_INLINE std::string variants_text(catalog const& c);
+
+// ---- diff -------------------------------------------------------------------------------------------
+NITRO_RUNTIME_INLINE std::map<std::string, double> final_metrics(ordered_json const& status);
+
+NITRO_RUNTIME_INLINE std::string selection_words(ordered_json const& sel);
+
+NITRO_RUNTIME_INLINE std::string diff_text(std::string const& dir_a, std::string const& dir_b);
+
+// ---- watch ------------------------------------------------------------------------------------------
+NITRO_RUNTIME_INLINE std::string metrics_line_text(ordered_json const& j);
+
+// Unicode block characters, one per value (the newest `width` of them), scaled between their min
+// and max; a value that is not finite is a space.
+NITRO_RUNTIME_INLINE std::string sparkline(std::vector<double> const& values, std::size_t width = 48);
+
+// The monitored metric as "split/name": status.json's best, else the manifest's `monitor` keyword
+// ("valid.loss (min)"), else valid/loss.
+NITRO_RUNTIME_INLINE std::string monitored_metric(ordered_json const& status, ordered_json const& manifest);
+
+// Sparklines of train/loss and the monitored metric, from the metrics lines so far.
+NITRO_RUNTIME_INLINE std::string curves_text(std::vector<ordered_json> const& lines, std::string const& monitor);
+
+NITRO_RUNTIME_INLINE bool process_alive(ordered_json const& status);
+
+// Follows a run until it ends. Returns exit_ok when it finished, exit_failed otherwise. On a
+// terminal the curves (sparklines of train/loss and the monitored metric) are redrawn below the
+// lines as they come; into a file or pipe they are printed once, when the run ends.
+NITRO_RUNTIME_INLINE int watch(context& ctx, std::string const& dir, double interval, std::optional<double> timeout);
+
+// ---- bundle -----------------------------------------------------------------------------------------
+// The weights `which` names in a run: latest (also "final"), best, Last(n), Best(n) (from its
+// checkpoints/index.json, best by the run's monitor), Average(Last(n)) / Average(Best(n)) (their
+// mean), or a file.
+NITRO_RUNTIME_INLINE weights_ref weights_in_run(std::string const& run, std::string const& which);
+NITRO_RUNTIME_INLINE resolved_weights weights_of(std::string const& run, std::string const& which);
+
+NITRO_RUNTIME_INLINE int bundle(context& ctx, std::string const& run, std::string const& which, std::optional<std::string> const& out);
+
+// ---- new --------------------------------------------------------------------------------------------
+NITRO_RUNTIME_INLINE std::string camel_case(std::string const& name);
+
+NITRO_RUNTIME_INLINE std::string new_experiment_source(std::string const& name);
+
+NITRO_RUNTIME_INLINE int new_experiment(context& ctx, std::string const& name, std::optional<std::string> const& out, bool force);
+
+// ---- sweep pieces -----------------------------------------------------------------------------------
+NITRO_RUNTIME_INLINE std::string shell_quote(std::string const& s);
+
+NITRO_RUNTIME_INLINE std::string slurm_script(catalog const& c, std::string const& sweep, std::string const& self, std::string const& run_dir,
+                                std::vector<selection_request> const& points, std::vector<std::string> const& ids);
+
+struct sweep_row {
+  std::size_t index = 0;
+  std::string program, selection, state, slug;
+  std::map<std::string, double> metrics;
+};
+
+NITRO_RUNTIME_INLINE std::string sweep_table(std::vector<sweep_row> const& rows);
+
+}  // namespace nitro::cli
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro::cli {
+
+NITRO_RUNTIME_INLINE std::string variants_text(catalog const& c) {
   std::string s = "knobs:\n";
   table k;
   for (auto const& kn : c.knobs) k.row({kn.name, kn.default_value.str(), kn.doc});
@@ -69,8 +137,7 @@ inline std::string variants_text(catalog const& c) {
   return s;
 }
 
-// ---- diff -------------------------------------------------------------------------------------------
-inline std::map<std::string, double> final_metrics(ordered_json const& status) {
+NITRO_RUNTIME_INLINE std::map<std::string, double> final_metrics(ordered_json const& status) {
   std::map<std::string, double> m;
   if (status.contains("last") && status["last"].is_object())
     for (auto const& [k, v] : status["last"].items())
@@ -78,14 +145,18 @@ inline std::map<std::string, double> final_metrics(ordered_json const& status) {
   return m;
 }
 
-inline std::string selection_words(ordered_json const& sel) {
+NITRO_RUNTIME_INLINE std::string selection_words(ordered_json const& sel) {
   selection_request r = selection_request::from_json(sel);
-  std::string s = r.variant ? "--variant " + *r.variant : std::string();
-  for (auto const& [k, v] : r.sets) s += (s.empty() ? "" : " ") + ("--set " + k + "=" + v);
+  std::string s;  // appended piece by piece: g++ 12 misreads "literal" + std::string&& (-Wrestrict, GCC bug 105329)
+  if (r.variant) s.append("--variant ").append(*r.variant);
+  for (auto const& [k, v] : r.sets) {
+    if (!s.empty()) s += ' ';
+    s.append("--set ").append(k).append("=").append(v);
+  }
   return s.empty() ? "the defaults" : s;
 }
 
-inline std::string diff_text(std::string const& dir_a, std::string const& dir_b) {
+NITRO_RUNTIME_INLINE std::string diff_text(std::string const& dir_a, std::string const& dir_b) {
   namespace fs = std::filesystem;
   ordered_json ma = read_json((fs::path(dir_a) / "manifest.json").string());
   ordered_json mb = read_json((fs::path(dir_b) / "manifest.json").string());
@@ -150,8 +221,7 @@ inline std::string diff_text(std::string const& dir_a, std::string const& dir_b)
   return o.str();
 }
 
-// ---- watch ------------------------------------------------------------------------------------------
-inline std::string metrics_line_text(ordered_json const& j) {
+NITRO_RUNTIME_INLINE std::string metrics_line_text(ordered_json const& j) {
   std::string type = j.value("type", std::string());
   auto num = [](ordered_json const& v) { return v.is_number_integer() ? v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : metric_text(v.get<double>()); };
   std::string s;
@@ -166,9 +236,7 @@ inline std::string metrics_line_text(ordered_json const& j) {
   return s;
 }
 
-// Unicode block characters, one per value (the newest `width` of them), scaled between their min
-// and max; a value that is not finite is a space.
-inline std::string sparkline(std::vector<double> const& values, std::size_t width = 48) {
+NITRO_RUNTIME_INLINE std::string sparkline(std::vector<double> const& values, std::size_t width) {
   static char const* const bars[] = {"\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"};
   const std::size_t from = values.size() > width ? values.size() - width : 0;
   double lo = 0, hi = 0;
@@ -188,9 +256,7 @@ inline std::string sparkline(std::vector<double> const& values, std::size_t widt
   return s;
 }
 
-// The monitored metric as "split/name": status.json's best, else the manifest's `monitor` keyword
-// ("valid.loss (min)"), else valid/loss.
-inline std::string monitored_metric(ordered_json const& status, ordered_json const& manifest) {
+NITRO_RUNTIME_INLINE std::string monitored_metric(ordered_json const& status, ordered_json const& manifest) {
   if (status.contains("best") && status["best"].is_object() && status["best"].contains("metric") && status["best"]["metric"].is_string())
     return status["best"]["metric"].get<std::string>();
   if (manifest.contains("run_keywords") && manifest["run_keywords"].contains("monitor") && manifest["run_keywords"]["monitor"].contains("value") &&
@@ -203,8 +269,7 @@ inline std::string monitored_metric(ordered_json const& status, ordered_json con
   return "valid/loss";
 }
 
-// Sparklines of train/loss and the monitored metric, from the metrics lines so far.
-inline std::string curves_text(std::vector<ordered_json> const& lines, std::string const& monitor) {
+NITRO_RUNTIME_INLINE std::string curves_text(std::vector<ordered_json> const& lines, std::string const& monitor) {
   std::string s;
   std::vector<std::string> names = {"train/loss"};
   if (monitor != "train/loss") names.push_back(monitor);
@@ -224,17 +289,14 @@ inline std::string curves_text(std::vector<ordered_json> const& lines, std::stri
   return s.empty() ? s : "curves:\n" + s;
 }
 
-inline bool process_alive(ordered_json const& status) {
+NITRO_RUNTIME_INLINE bool process_alive(ordered_json const& status) {
   if (!status.contains("pid") || !status["pid"].is_number_integer()) return false;
   if (status.contains("host") && status["host"].is_string() && status["host"].get<std::string>() != host_name()) return true;  // cannot tell
   const long pid = status["pid"].get<long>();
   return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
 }
 
-// Follows a run until it ends. Returns exit_ok when it finished, exit_failed otherwise. On a
-// terminal the curves (sparklines of train/loss and the monitored metric) are redrawn below the
-// lines as they come; into a file or pipe they are printed once, when the run ends.
-inline int watch(context& ctx, std::string const& dir, double interval, std::optional<double> timeout) {
+NITRO_RUNTIME_INLINE int watch(context& ctx, std::string const& dir, double interval, std::optional<double> timeout) {
   namespace fs = std::filesystem;
   const std::string metrics = (fs::path(dir) / "metrics.jsonl").string();
   const std::string status_path = (fs::path(dir) / "status.json").string();
@@ -286,11 +348,7 @@ inline int watch(context& ctx, std::string const& dir, double interval, std::opt
   }
 }
 
-// ---- bundle -----------------------------------------------------------------------------------------
-// The weights `which` names in a run: latest (also "final"), best, Last(n), Best(n) (from its
-// checkpoints/index.json, best by the run's monitor), Average(Last(n)) / Average(Best(n)) (their
-// mean), or a file.
-inline weights_ref weights_in_run(std::string const& run, std::string const& which) {
+NITRO_RUNTIME_INLINE weights_ref weights_in_run(std::string const& run, std::string const& which) {
   namespace fs = std::filesystem;
   if (fs::is_regular_file(which)) return weights_ref(fs::path(which));
   weights_ref r = weights_ref::from_text(which == "final" ? std::string("latest") : which);
@@ -302,11 +360,12 @@ inline weights_ref weights_in_run(std::string const& run, std::string const& whi
                 "give only the checkpoint part (e.g. --weights \"Average(Last(10))\"); the run is the command's argument");
   return r.in_run_directory(run);
 }
-inline resolved_weights weights_of(std::string const& run, std::string const& which) {
+
+NITRO_RUNTIME_INLINE resolved_weights weights_of(std::string const& run, std::string const& which) {
   return resolve(weights_in_run(run, which), {.runs_dir = std::filesystem::path(run).parent_path()});
 }
 
-inline int bundle(context& ctx, std::string const& run, std::string const& which, std::optional<std::string> const& out) {
+NITRO_RUNTIME_INLINE int bundle(context& ctx, std::string const& run, std::string const& which, std::optional<std::string> const& out) {
   namespace fs = std::filesystem;
   const std::string slug = fs::path(run).filename().string();
   tar_writer t;
@@ -332,8 +391,7 @@ inline int bundle(context& ctx, std::string const& run, std::string const& which
   return exit_ok;
 }
 
-// ---- new --------------------------------------------------------------------------------------------
-inline std::string camel_case(std::string const& name) {
+NITRO_RUNTIME_INLINE std::string camel_case(std::string const& name) {
   std::string s;
   bool up = true;
   for (char c : name) {
@@ -345,7 +403,7 @@ inline std::string camel_case(std::string const& name) {
   return s;
 }
 
-inline std::string new_experiment_source(std::string const& name) {
+NITRO_RUNTIME_INLINE std::string new_experiment_source(std::string const& name) {
   const std::string type = camel_case(name);
   std::string src = R"nitro(// @NAME@ — a nitro experiment: knobs, variants and sweeps declared in the struct, the
 // command line from nitro::main. Build it like the examples (every examples/*.cpp is a binary), then
@@ -411,7 +469,7 @@ int main(int argc, char** argv) { return nitro::main<@NAME_ID@::@TYPE@<128>, @NA
   return src;
 }
 
-inline int new_experiment(context& ctx, std::string const& name, std::optional<std::string> const& out, bool force) {
+NITRO_RUNTIME_INLINE int new_experiment(context& ctx, std::string const& name, std::optional<std::string> const& out, bool force) {
   namespace fs = std::filesystem;
   if (name.empty() || name.find('/') != std::string::npos)
     throw error("E-CLI-002", "`new` needs a plain name, not '" + name + "'", "e.g. `new my_mlp` (and --out DIR/my_mlp.cpp for another folder)");
@@ -422,14 +480,13 @@ inline int new_experiment(context& ctx, std::string const& name, std::optional<s
   return exit_ok;
 }
 
-// ---- sweep pieces -----------------------------------------------------------------------------------
-inline std::string shell_quote(std::string const& s) {
+NITRO_RUNTIME_INLINE std::string shell_quote(std::string const& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
 }
 
-inline std::string slurm_script(catalog const& c, std::string const& sweep, std::string const& self, std::string const& run_dir,
+NITRO_RUNTIME_INLINE std::string slurm_script(catalog const& c, std::string const& sweep, std::string const& self, std::string const& run_dir,
                                 std::vector<selection_request> const& points, std::vector<std::string> const& ids) {
   std::ostringstream o;
   o << "#!/bin/bash\n";
@@ -454,13 +511,7 @@ inline std::string slurm_script(catalog const& c, std::string const& sweep, std:
   return o.str();
 }
 
-struct sweep_row {
-  std::size_t index = 0;
-  std::string program, selection, state, slug;
-  std::map<std::string, double> metrics;
-};
-
-inline std::string sweep_table(std::vector<sweep_row> const& rows) {
+NITRO_RUNTIME_INLINE std::string sweep_table(std::vector<sweep_row> const& rows) {
   std::set<std::string> names;
   for (auto const& r : rows)
     for (auto const& [k, v] : r.metrics)
@@ -478,3 +529,4 @@ inline std::string sweep_table(std::vector<sweep_row> const& rows) {
 }
 
 }  // namespace nitro::cli
+#endif  // !NITRO_RUNTIME_EXTERN

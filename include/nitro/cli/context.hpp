@@ -2,6 +2,8 @@
 // the stop signals, and what a command adds to the selection's keywords.
 #pragma once
 
+#include "nitro/core/runtime.hpp"
+
 #include "nitro/cli/args.hpp"
 #include "nitro/cli/status_logger.hpp"
 #include "nitro/dist/replicas.hpp"
@@ -74,7 +76,7 @@ class stop_signals {
 
 // Whether Ctrl-C or SIGTERM asked the command that runs now to stop (a data-parallel rank waiting in
 // a collective polls it too: nitro/main.hpp).
-inline bool stop_requested() noexcept { return detail::stop_requested != 0; }
+NITRO_RUNTIME_INLINE bool stop_requested() noexcept;
 
 // What a command adds to the selection's keywords; every field empty or default unless `run` (or
 // `eval`) sets it. The handle's type does not depend on which are set.
@@ -88,7 +90,17 @@ struct handle_extras {
 };
 
 // The value of a keyword record as JSON: a number or a boolean when the text is one, else the text.
-inline ordered_json record_value_json(std::string const& text) {
+NITRO_RUNTIME_INLINE ordered_json record_value_json(std::string const& text);
+
+}  // namespace nitro::cli
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro::cli {
+
+NITRO_RUNTIME_INLINE bool stop_requested() noexcept { return detail::stop_requested != 0; }
+
+NITRO_RUNTIME_INLINE ordered_json record_value_json(std::string const& text) {
   if (text == "true") return true;
   if (text == "false") return false;
   if (!text.empty() && text.find_first_not_of("-0123456789") == std::string::npos && text != "-") {
@@ -111,3 +123,4 @@ inline ordered_json record_value_json(std::string const& text) {
 }
 
 }  // namespace nitro::cli
+#endif  // !NITRO_RUNTIME_EXTERN

@@ -10,6 +10,8 @@
 // for each). Errors print their code, sentence and fix on stderr; exit codes are in docs/cli.md.
 #pragma once
 
+#include "nitro/core/runtime.hpp"
+
 #include "nitro/cli/args.hpp"
 #include "nitro/cli/commands.hpp"
 #include "nitro/cli/program.hpp"
@@ -411,12 +413,7 @@ class app {
 };
 
 // The binary's own path, to run sweep points as processes.
-inline std::string self_path(char const* argv0) {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) return p.string();
-  return argv0 ? std::string(argv0) : std::string();
-}
+NITRO_RUNTIME_INLINE std::string self_path(char const* argv0);
 
 // The command line of a trainer binary: cli::main<FashionMLP<128>, FashionMLP<256>>(argc, argv), one
 // process; nitro::main passes `job`, the MPI job's replicas, when a launcher started it.
@@ -435,3 +432,17 @@ int main(int argc, char** argv, dist::replicas* job = nullptr) {
 }
 
 }  // namespace nitro::cli
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro::cli {
+
+NITRO_RUNTIME_INLINE std::string self_path(char const* argv0) {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) return p.string();
+  return argv0 ? std::string(argv0) : std::string();
+}
+
+}  // namespace nitro::cli
+#endif  // !NITRO_RUNTIME_EXTERN

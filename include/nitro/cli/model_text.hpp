@@ -2,6 +2,8 @@
 // description, features in and out, parameter shapes) and the kernels each layer runs.
 #pragma once
 
+#include "nitro/core/runtime.hpp"
+
 #include "nitro/cli/table.hpp"
 #include "nitro/core/reflect.hpp"
 #include "nitro/knobs/knob_value.hpp"
@@ -58,7 +60,7 @@ std::vector<std::string> layer_kernels(L const& l, bool input_needs_grad) {
   }
 }
 
-inline std::string features_text(std::int64_t f) { return f == nn::dynamic ? std::string("dynamic") : std::to_string(f); }
+NITRO_RUNTIME_INLINE std::string features_text(std::int64_t f);
 
 template <class L>
 void describe_layers(table& t, L const& l, std::string const& name, bool input_needs_grad, std::vector<std::string>& kernels) {
@@ -84,3 +86,12 @@ template <class T> std::string scalar_text(T const& v) {
 }  // namespace detail
 
 }  // namespace nitro::cli
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro::cli::detail {
+
+NITRO_RUNTIME_INLINE std::string features_text(std::int64_t f) { return f == nn::dynamic ? std::string("dynamic") : std::to_string(f); }
+
+}  // namespace nitro::cli::detail
+#endif  // !NITRO_RUNTIME_EXTERN

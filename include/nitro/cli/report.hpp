@@ -21,6 +21,8 @@
 // (the report is experiment-free: nothing here is instantiated per program).
 #pragma once
 
+#include "nitro/core/runtime.hpp"
+
 #include "nitro/cli/args.hpp"
 #include "nitro/cli/table.hpp"
 #include "nitro/core/error.hpp"
@@ -45,60 +47,19 @@ namespace nitro::cli {
 namespace detail {
 
 // ---- text ---------------------------------------------------------------------------------------
-inline std::string html_escape(std::string_view s) {
-  std::string o;
-  o.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&#39;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
+NITRO_RUNTIME_INLINE std::string html_escape(std::string_view s);
 
 // A number as a reader wants it on an axis or in a table: 4 significant digits.
-inline std::string short_number(double v) {
-  if (!std::isfinite(v)) return v != v ? "NaN" : (v > 0 ? "inf" : "-inf");
-  char buf[48];
-  if (v == static_cast<double>(static_cast<long long>(v)) && std::fabs(v) < 1e9) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
-  else std::snprintf(buf, sizeof buf, "%.4g", v);
-  return buf;
-}
+NITRO_RUNTIME_INLINE std::string short_number(double v);
 // An axis tick: enough digits to tell neighbouring ticks apart (1873.5 beside 1874).
-inline std::string tick_text(double v) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
+NITRO_RUNTIME_INLINE std::string tick_text(double v);
 // SVG coordinates: one decimal is plenty at this size.
-inline std::string coord(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
+NITRO_RUNTIME_INLINE std::string coord(double v);
 
-inline std::string json_text(ordered_json const& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_float()) return short_number(v.get<double>());
-  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
+NITRO_RUNTIME_INLINE std::string json_text(ordered_json const& v);
 
-inline char const* palette(std::size_t i) {
-  static char const* const colours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-                                        "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-  return colours[i % 10];
-}
-inline char const* split_colour(std::string const& split, std::size_t fallback) {
-  if (split == "train") return palette(0);
-  if (split == "valid") return palette(1);
-  if (split == "test") return palette(2);
-  return palette(3 + fallback);
-}
+NITRO_RUNTIME_INLINE char const* palette(std::size_t i);
+NITRO_RUNTIME_INLINE char const* split_colour(std::string const& split, std::size_t fallback);
 
 // ---- metrics.jsonl, read as a report reads it: every problem counted and named ----------------------
 struct jsonl_read {
@@ -106,31 +67,7 @@ struct jsonl_read {
   std::vector<std::string> problems;  // "line 7 is cut short ...": shown on the page
 };
 
-inline jsonl_read read_jsonl_reporting(std::string const& path) {
-  jsonl_read r;
-  const std::string text = read_record_file(path);
-  std::size_t at = 0, number = 0;
-  while (at < text.size()) {
-    ++number;
-    const std::size_t nl = text.find('\n', at);
-    const bool complete = nl != std::string::npos;
-    const std::string line = text.substr(at, complete ? nl - at : std::string::npos);
-    at = complete ? nl + 1 : text.size();
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    ordered_json j = ordered_json::parse(line, nullptr, false);
-    if (!complete) {
-      r.problems.push_back("metrics.jsonl line " + std::to_string(number) + " has no newline (" + std::to_string(line.size()) +
-                           " bytes): cut short by a crash, or still being written; skipped");
-      continue;
-    }
-    if (j.is_discarded() || !j.is_object()) {
-      r.problems.push_back("metrics.jsonl line " + std::to_string(number) + " is not a JSON object (torn or damaged); skipped");
-      continue;
-    }
-    r.lines.push_back(std::move(j));
-  }
-  return r;
-}
+NITRO_RUNTIME_INLINE jsonl_read read_jsonl_reporting(std::string const& path);
 
 // ---- one run's records --------------------------------------------------------------------------
 struct series {
@@ -165,14 +102,175 @@ struct run_view {
   }
 };
 
-inline bool is_run_folder(std::filesystem::path const& p) {
+NITRO_RUNTIME_INLINE bool is_run_folder(std::filesystem::path const& p);
+
+// A record read as the page reads it: missing or damaged is a note, not an error.
+NITRO_RUNTIME_INLINE ordered_json read_json_noting(std::filesystem::path const& p, std::vector<std::string>& notes);
+
+NITRO_RUNTIME_INLINE run_view load_run(std::string const& dir);
+
+// Is this train field a scheduled value (eta, eta/encoder, beta1, a Device field)?
+NITRO_RUNTIME_INLINE bool is_scheduled(run_view const& v, std::string const& split, std::string const& name);
+
+NITRO_RUNTIME_INLINE bool is_line_field(std::string const& k);
+
+// Every (split, metric) the run logged as numbers, in the order first seen; values null in JSON
+// (NaN, inf) are counted, not drawn.
+NITRO_RUNTIME_INLINE std::vector<series> run_series(run_view const& v);
+
+// The last [C, C] tensor each split logged per metric ({"shape": [C, C], "data": [...]}, row-major).
+NITRO_RUNTIME_INLINE std::vector<square_tensor> run_square_tensors(run_view const& v);
+
+// Samples per second between consecutive train lines (batch_size × steps over wall time).
+NITRO_RUNTIME_INLINE series throughput(run_view const& v);
+
+// ---- SVG ----------------------------------------------------------------------------------------
+NITRO_RUNTIME_INLINE std::vector<double> nice_ticks(double lo, double hi, int want = 5);
+
+struct chart_options {
+  std::string title;
+  std::string x_label = "step";
+  bool allow_log = true;
+  int width = 460, height = 260;
+};
+
+// A line chart: one <g class="curve"> per series (a polyline, and markers when it has few points),
+// axes with ticks, and a legend of the series' labels (<g class="legend-item">).
+NITRO_RUNTIME_INLINE std::string svg_chart(std::vector<series> const& all, chart_options const& o);
+
+// A C×C heatmap: <rect class="cell"> per entry, shaded by its share of the row (the true class).
+NITRO_RUNTIME_INLINE std::string svg_heatmap(square_tensor const& t, std::vector<std::string> const& names);
+
+// ---- the page -----------------------------------------------------------------------------------
+NITRO_RUNTIME_INLINE std::string page_head(std::string const& title);
+NITRO_RUNTIME_INLINE std::string page_tail();
+
+NITRO_RUNTIME_INLINE std::string notes_html(std::vector<std::string> const& notes);
+
+NITRO_RUNTIME_INLINE std::string source_table(ordered_json const& rows, bool with_doc);
+
+NITRO_RUNTIME_INLINE std::string str_at(ordered_json const& j, std::initializer_list<char const*> path);
+
+NITRO_RUNTIME_INLINE std::vector<std::string> class_names_of(run_view const& v);
+
+// Charts of a run's metrics grouped by metric name (splits overlaid), then its scheduled values.
+NITRO_RUNTIME_INLINE std::string run_charts(run_view const& v, std::vector<series> const& all, bool schedules);
+
+NITRO_RUNTIME_INLINE std::string status_line(run_view const& v);
+
+}  // namespace detail
+
+// The HTML page of one run folder (E-REC-007 when it is not one).
+NITRO_RUNTIME_INLINE std::string run_report_html(std::string const& dir);
+
+// ---- sweeps ---------------------------------------------------------------------------------------
+// A sweep's summary (<run-dir>/sweep-NAME-ID.json): `sweep` writes it when its points are done.
+NITRO_RUNTIME_INLINE bool is_sweep_summary(ordered_json const& j);
+
+NITRO_RUNTIME_INLINE std::string sweep_report_html(std::string const& summary_path);
+
+// What `report X` names: a run folder, a sweep summary file, a run (slug, its start, latest), or a
+// sweep's name (its newest summary under run_dir). The second of the pair: is it a sweep?
+NITRO_RUNTIME_INLINE std::pair<std::string, bool> report_target(std::string const& run_dir, std::string const& ref);
+
+// `report`: writes the page atomically to `out` (default: <slug>.html or <summary>.html in the
+// current folder: a read-only command writes nothing into the run folder).
+NITRO_RUNTIME_INLINE int report(std::ostream& out, std::string const& run_dir, std::string const& ref, std::optional<std::string> const& out_path);
+
+}  // namespace nitro::cli
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro::cli::detail {
+
+NITRO_RUNTIME_INLINE std::string html_escape(std::string_view s) {
+  std::string o;
+  o.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&#39;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+NITRO_RUNTIME_INLINE std::string short_number(double v) {
+  if (!std::isfinite(v)) return v != v ? "NaN" : (v > 0 ? "inf" : "-inf");
+  char buf[48];
+  if (v == static_cast<double>(static_cast<long long>(v)) && std::fabs(v) < 1e9) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+  else std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+NITRO_RUNTIME_INLINE std::string tick_text(double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+NITRO_RUNTIME_INLINE std::string coord(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+NITRO_RUNTIME_INLINE std::string json_text(ordered_json const& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) return short_number(v.get<double>());
+  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+NITRO_RUNTIME_INLINE char const* palette(std::size_t i) {
+  static char const* const colours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                        "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+  return colours[i % 10];
+}
+
+NITRO_RUNTIME_INLINE char const* split_colour(std::string const& split, std::size_t fallback) {
+  if (split == "train") return palette(0);
+  if (split == "valid") return palette(1);
+  if (split == "test") return palette(2);
+  return palette(3 + fallback);
+}
+
+NITRO_RUNTIME_INLINE jsonl_read read_jsonl_reporting(std::string const& path) {
+  jsonl_read r;
+  const std::string text = read_record_file(path);
+  std::size_t at = 0, number = 0;
+  while (at < text.size()) {
+    ++number;
+    const std::size_t nl = text.find('\n', at);
+    const bool complete = nl != std::string::npos;
+    const std::string line = text.substr(at, complete ? nl - at : std::string::npos);
+    at = complete ? nl + 1 : text.size();
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    ordered_json j = ordered_json::parse(line, nullptr, false);
+    if (!complete) {
+      r.problems.push_back("metrics.jsonl line " + std::to_string(number) + " has no newline (" + std::to_string(line.size()) +
+                           " bytes): cut short by a crash, or still being written; skipped");
+      continue;
+    }
+    if (j.is_discarded() || !j.is_object()) {
+      r.problems.push_back("metrics.jsonl line " + std::to_string(number) + " is not a JSON object (torn or damaged); skipped");
+      continue;
+    }
+    r.lines.push_back(std::move(j));
+  }
+  return r;
+}
+
+NITRO_RUNTIME_INLINE bool is_run_folder(std::filesystem::path const& p) {
   std::error_code ec;
   return std::filesystem::is_directory(p, ec) &&
          (std::filesystem::exists(p / "manifest.json", ec) || std::filesystem::exists(p / "metrics.jsonl", ec));
 }
 
-// A record read as the page reads it: missing or damaged is a note, not an error.
-inline ordered_json read_json_noting(std::filesystem::path const& p, std::vector<std::string>& notes) {
+NITRO_RUNTIME_INLINE ordered_json read_json_noting(std::filesystem::path const& p, std::vector<std::string>& notes) {
   std::error_code ec;
   if (!std::filesystem::exists(p, ec)) {
     notes.push_back(p.filename().string() + " is missing");
@@ -186,7 +284,7 @@ inline ordered_json read_json_noting(std::filesystem::path const& p, std::vector
   return j;
 }
 
-inline run_view load_run(std::string const& dir) {
+NITRO_RUNTIME_INLINE run_view load_run(std::string const& dir) {
   namespace fs = std::filesystem;
   const fs::path d(dir);
   if (!is_run_folder(d))
@@ -240,8 +338,7 @@ inline run_view load_run(std::string const& dir) {
   return v;
 }
 
-// Is this train field a scheduled value (eta, eta/encoder, beta1, a Device field)?
-inline bool is_scheduled(run_view const& v, std::string const& split, std::string const& name) {
+NITRO_RUNTIME_INLINE bool is_scheduled(run_view const& v, std::string const& split, std::string const& name) {
   if (split != "train") return false;
   for (auto const& k : v.schedule_keys)
     if (name == k || (name.size() > k.size() && name.compare(0, k.size(), k) == 0 && std::string("/.:@[").find(name[k.size()]) != std::string::npos))
@@ -249,11 +346,9 @@ inline bool is_scheduled(run_view const& v, std::string const& split, std::strin
   return false;
 }
 
-inline bool is_line_field(std::string const& k) { return k == "type" || k == "split" || k == "step" || k == "epoch" || k == "wall_time"; }
+NITRO_RUNTIME_INLINE bool is_line_field(std::string const& k) { return k == "type" || k == "split" || k == "step" || k == "epoch" || k == "wall_time"; }
 
-// Every (split, metric) the run logged as numbers, in the order first seen; values null in JSON
-// (NaN, inf) are counted, not drawn.
-inline std::vector<series> run_series(run_view const& v) {
+NITRO_RUNTIME_INLINE std::vector<series> run_series(run_view const& v) {
   std::vector<series> out;
   std::map<std::pair<std::string, std::string>, std::size_t> at;
   std::map<std::string, std::size_t> split_index;
@@ -283,8 +378,7 @@ inline std::vector<series> run_series(run_view const& v) {
   return out;
 }
 
-// The last [C, C] tensor each split logged per metric ({"shape": [C, C], "data": [...]}, row-major).
-inline std::vector<square_tensor> run_square_tensors(run_view const& v) {
+NITRO_RUNTIME_INLINE std::vector<square_tensor> run_square_tensors(run_view const& v) {
   std::map<std::pair<std::string, std::string>, square_tensor> last;
   for (auto const& j : v.lines) {
     for (auto const& [k, x] : j.items()) {
@@ -308,8 +402,7 @@ inline std::vector<square_tensor> run_square_tensors(run_view const& v) {
   return out;
 }
 
-// Samples per second between consecutive train lines (batch_size × steps over wall time).
-inline series throughput(run_view const& v) {
+NITRO_RUNTIME_INLINE series throughput(run_view const& v) {
   series s;
   s.label = "samples/s";
   s.split = "train";
@@ -327,8 +420,7 @@ inline series throughput(run_view const& v) {
   return s;
 }
 
-// ---- SVG ----------------------------------------------------------------------------------------
-inline std::vector<double> nice_ticks(double lo, double hi, int want = 5) {
+NITRO_RUNTIME_INLINE std::vector<double> nice_ticks(double lo, double hi, int want) {
   std::vector<double> t;
   if (!(hi > lo)) { t.push_back(lo); return t; }
   const double raw = (hi - lo) / want;
@@ -339,16 +431,7 @@ inline std::vector<double> nice_ticks(double lo, double hi, int want = 5) {
   return t;
 }
 
-struct chart_options {
-  std::string title;
-  std::string x_label = "step";
-  bool allow_log = true;
-  int width = 460, height = 260;
-};
-
-// A line chart: one <g class="curve"> per series (a polyline, and markers when it has few points),
-// axes with ticks, and a legend of the series' labels (<g class="legend-item">).
-inline std::string svg_chart(std::vector<series> const& all, chart_options const& o) {
+NITRO_RUNTIME_INLINE std::string svg_chart(std::vector<series> const& all, chart_options const& o) {
   double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
   std::size_t drawn = 0;
   for (auto const& s : all)
@@ -438,8 +521,7 @@ inline std::string svg_chart(std::vector<series> const& all, chart_options const
   return s;
 }
 
-// A C×C heatmap: <rect class="cell"> per entry, shaded by its share of the row (the true class).
-inline std::string svg_heatmap(square_tensor const& t, std::vector<std::string> const& names) {
+NITRO_RUNTIME_INLINE std::string svg_heatmap(square_tensor const& t, std::vector<std::string> const& names) {
   const std::int64_t n = t.n;
   const bool named = static_cast<std::int64_t>(names.size()) == n;
   const double cell = n <= 12 ? 34 : std::max(4.0, 420.0 / double(n));
@@ -483,8 +565,7 @@ inline std::string svg_heatmap(square_tensor const& t, std::vector<std::string> 
   return s;
 }
 
-// ---- the page -----------------------------------------------------------------------------------
-inline std::string page_head(std::string const& title) {
+NITRO_RUNTIME_INLINE std::string page_head(std::string const& title) {
   return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
          "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n"
          "<meta name=\"generator\" content=\"nitro report\">\n"
@@ -503,16 +584,17 @@ inline std::string page_head(std::string const& title) {
          ".state-failed,.state-diverged,.state-lost{color:#b22}.state-stopped{color:#a60}\n"
          "</style>\n</head>\n<body>\n";
 }
-inline std::string page_tail() { return "</body>\n</html>\n"; }
 
-inline std::string notes_html(std::vector<std::string> const& notes) {
+NITRO_RUNTIME_INLINE std::string page_tail() { return "</body>\n</html>\n"; }
+
+NITRO_RUNTIME_INLINE std::string notes_html(std::vector<std::string> const& notes) {
   if (notes.empty()) return "";
   std::string s = "<section class=\"notes\" id=\"notes\"><b>What the records lack</b><ul>\n";
   for (auto const& n : notes) s += "<li class=\"note\">" + html_escape(n) + "</li>\n";
   return s + "</ul></section>\n";
 }
 
-inline std::string source_table(ordered_json const& rows, bool with_doc) {
+NITRO_RUNTIME_INLINE std::string source_table(ordered_json const& rows, bool with_doc) {
   std::string s = "<table><tr><th>name</th><th>value</th><th>source</th>" + std::string(with_doc ? "<th>doc</th>" : "") + "</tr>\n";
   for (auto const& [k, v] : rows.items()) {
     if (!v.is_object()) continue;
@@ -524,7 +606,7 @@ inline std::string source_table(ordered_json const& rows, bool with_doc) {
   return s + "</table>\n";
 }
 
-inline std::string str_at(ordered_json const& j, std::initializer_list<char const*> path) {
+NITRO_RUNTIME_INLINE std::string str_at(ordered_json const& j, std::initializer_list<char const*> path) {
   ordered_json const* at = &j;
   for (char const* k : path) {
     if (!at->is_object() || !at->contains(k)) return "";
@@ -533,7 +615,7 @@ inline std::string str_at(ordered_json const& j, std::initializer_list<char cons
   return at->is_null() ? std::string() : json_text(*at);
 }
 
-inline std::vector<std::string> class_names_of(run_view const& v) {
+NITRO_RUNTIME_INLINE std::vector<std::string> class_names_of(run_view const& v) {
   std::vector<std::string> names;
   for (ordered_json const* j : {&v.manifest, &v.metadata}) {
     if (!j->is_object() || !j->contains("data") || !(*j)["data"].is_object()) continue;
@@ -546,8 +628,7 @@ inline std::vector<std::string> class_names_of(run_view const& v) {
   return names;
 }
 
-// Charts of a run's metrics grouped by metric name (splits overlaid), then its scheduled values.
-inline std::string run_charts(run_view const& v, std::vector<series> const& all, bool schedules) {
+NITRO_RUNTIME_INLINE std::string run_charts(run_view const& v, std::vector<series> const& all, bool schedules) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<series>> by;
   for (auto const& s : all) {
@@ -560,7 +641,7 @@ inline std::string run_charts(run_view const& v, std::vector<series> const& all,
   return h + "</div>\n";
 }
 
-inline std::string status_line(run_view const& v) {
+NITRO_RUNTIME_INLINE std::string status_line(run_view const& v) {
   const std::string state = v.state();
   std::string s = "<p><span class=\"state state-" + html_escape(state) + "\">" + html_escape(state) + "</span>";
   if (v.status.is_object()) {
@@ -581,10 +662,11 @@ inline std::string status_line(run_view const& v) {
   return s + "</p>\n";
 }
 
-}  // namespace detail
+}  // namespace nitro::cli::detail
 
-// The HTML page of one run folder (E-REC-007 when it is not one).
-inline std::string run_report_html(std::string const& dir) {
+namespace nitro::cli {
+
+NITRO_RUNTIME_INLINE std::string run_report_html(std::string const& dir) {
   using namespace detail;
   run_view v = load_run(dir);
   const auto all = run_series(v);
@@ -649,11 +731,9 @@ inline std::string run_report_html(std::string const& dir) {
   return h + page_tail();
 }
 
-// ---- sweeps ---------------------------------------------------------------------------------------
-// A sweep's summary (<run-dir>/sweep-NAME-ID.json): `sweep` writes it when its points are done.
-inline bool is_sweep_summary(ordered_json const& j) { return j.is_object() && j.contains("sweep") && j.contains("points") && j["points"].is_array(); }
+NITRO_RUNTIME_INLINE bool is_sweep_summary(ordered_json const& j) { return j.is_object() && j.contains("sweep") && j.contains("points") && j["points"].is_array(); }
 
-inline std::string sweep_report_html(std::string const& summary_path) {
+NITRO_RUNTIME_INLINE std::string sweep_report_html(std::string const& summary_path) {
   using namespace detail;
   namespace fs = std::filesystem;
   ordered_json sum = read_json(summary_path);
@@ -787,9 +867,7 @@ inline std::string sweep_report_html(std::string const& summary_path) {
   return h + page_tail();
 }
 
-// What `report X` names: a run folder, a sweep summary file, a run (slug, its start, latest), or a
-// sweep's name (its newest summary under run_dir). The second of the pair: is it a sweep?
-inline std::pair<std::string, bool> report_target(std::string const& run_dir, std::string const& ref) {
+NITRO_RUNTIME_INLINE std::pair<std::string, bool> report_target(std::string const& run_dir, std::string const& ref) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::is_regular_file(ref, ec)) {
@@ -820,9 +898,7 @@ inline std::pair<std::string, bool> report_target(std::string const& run_dir, st
   return {find_run(run_dir, ref), false};  // E-CLI-004 names what it looked for
 }
 
-// `report`: writes the page atomically to `out` (default: <slug>.html or <summary>.html in the
-// current folder: a read-only command writes nothing into the run folder).
-inline int report(std::ostream& out, std::string const& run_dir, std::string const& ref, std::optional<std::string> const& out_path) {
+NITRO_RUNTIME_INLINE int report(std::ostream& out, std::string const& run_dir, std::string const& ref, std::optional<std::string> const& out_path) {
   namespace fs = std::filesystem;
   const auto [target, sweep] = report_target(run_dir, ref);
   const std::string html = sweep ? sweep_report_html(target) : run_report_html(target);
@@ -836,3 +912,4 @@ inline int report(std::ostream& out, std::string const& run_dir, std::string con
 }
 
 }  // namespace nitro::cli
+#endif  // !NITRO_RUNTIME_EXTERN

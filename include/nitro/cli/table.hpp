@@ -6,6 +6,8 @@
 //   out << t.str("  ");   // "  lr  0.002  set\n"
 #pragma once
 
+#include "nitro/core/runtime.hpp"
+
 #include <algorithm>  // max
 #include <cstdio>     // snprintf
 #include <string>     // cells
@@ -45,7 +47,15 @@ class table {
 };
 
 // A metric as the tables print it: 4 decimals, or an integer when it is one.
-inline std::string metric_text(double v) {
+NITRO_RUNTIME_INLINE std::string metric_text(double v);
+
+}  // namespace nitro::cli
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro::cli {
+
+NITRO_RUNTIME_INLINE std::string metric_text(double v) {
   char buf[48];
   if (v == static_cast<double>(static_cast<long long>(v)) && v < 1e15 && v > -1e15) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
   else std::snprintf(buf, sizeof buf, "%.4f", v);
@@ -53,3 +63,4 @@ inline std::string metric_text(double v) {
 }
 
 }  // namespace nitro::cli
+#endif  // !NITRO_RUNTIME_EXTERN

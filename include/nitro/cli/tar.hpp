@@ -10,6 +10,8 @@
 // ustar's prefix field. `tar -tf` and `tar -xf` read what this writes.
 #pragma once
 
+#include "nitro/core/runtime.hpp"
+
 #include "nitro/core/error.hpp"
 #include "nitro/record/record_file.hpp"
 
@@ -75,7 +77,15 @@ class tar_writer {
 
 // Reads an archive written by tar_writer (or any ustar/pax-free tar of regular files): name ->
 // bytes, in order. A damaged archive is E-REC-002.
-inline std::vector<std::pair<std::string, std::string>> read_tar(std::string const& bytes) {
+NITRO_RUNTIME_INLINE std::vector<std::pair<std::string, std::string>> read_tar(std::string const& bytes);
+
+}  // namespace nitro::cli
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro::cli {
+
+NITRO_RUNTIME_INLINE std::vector<std::pair<std::string, std::string>> read_tar(std::string const& bytes) {
   std::vector<std::pair<std::string, std::string>> out;
   auto damaged = [](std::string const& why) { return error("E-REC-002", "the tar archive is damaged: " + why, "write it again with `bundle`"); };
   std::size_t at = 0;
@@ -105,3 +115,4 @@ inline std::vector<std::pair<std::string, std::string>> read_tar(std::string con
 }
 
 }  // namespace nitro::cli
+#endif  // !NITRO_RUNTIME_EXTERN

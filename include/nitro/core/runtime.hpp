@@ -7,14 +7,21 @@
 // project with its flags), and every translation unit that links it (NITRO_RUNTIME_LIB) only
 // declares it rather than compiling it again: the CPU backend's matrix products for float and
 // double (cpu::gemm) and its thread pool; the records (atomic files, safetensors reading and
-// writing, checkpoints, their index and averaging, the run table, run folders, manifest and
-// status JSON, finding runs); the loggers (console, CSV, JSONL, TensorBoard); the run's control
-// (early stopping, divergence, EMA); the IDX reader and Fashion-MNIST; the handle's description
-// text (show_text) and the distributed checks that are not templates. NITRO_RUNTIME_BUILD is defined only by src/runtime.cpp, which holds the
-// definitions; NITRO_RUNTIME_INLINE is `inline` in header-only use and empty where the runtime is
-// linked (its declarations name the library's one definition). A program is one or the other: every
+// writing, checkpoints, their index, notes and averaging, the run table, run folders, manifest and
+// status JSON, the weights grammar and its resolution, finding runs); the loggers (console, CSV,
+// JSONL, TensorBoard); the run's control (early stopping, divergence, EMA, scheduled values); the
+// IDX reader, Fashion-MNIST, the data sets' errors and the loader's prefetch ring; the metrics
+// accumulator and the collectives of metrics over ranks; the command line (arguments, help,
+// commands, reports, knob values, selections, slugs, sweep points); the handle's description text
+// (show_text) and the distributed checks that are not templates; and, declared `extern template`,
+// logitcrossentropy and the initialisers for float.
+//
+// NITRO_RUNTIME_BUILD is defined only by src/runtime.cpp, which holds the definitions;
+// NITRO_RUNTIME_INLINE is `inline` in header-only use and empty where the runtime is linked (its
+// declarations name the library's one definition). A program is one or the other: every
 // translation unit of it links nitro::runtime (CMake gives its define to each source of a target
-// that links it), or none does.
+// that links it), or none does. nitro_precompile (cmake/nitroPrecompile.cmake) adds a precompiled
+// <nitro/main.hpp> for the trainers that link the runtime (docs/compile-time.md).
 //
 // A header with such functions declares them where they belong and keeps their definitions in one
 // block at its end, under `#if !NITRO_RUNTIME_EXTERN`, with the includes only the definitions need:

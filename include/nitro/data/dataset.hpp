@@ -7,6 +7,7 @@
 #pragma once
 
 #include "nitro/core/error.hpp"
+#include "nitro/core/runtime.hpp"
 #include "nitro/tensor/tensor.hpp"
 
 #include <boost/hana/define_struct.hpp>
@@ -28,6 +29,12 @@ namespace nitro::data {
 
 namespace hana = boost::hana;
 
+namespace detail {  // the errors, made once (nitro::runtime) for every batch type
+[[noreturn]] NITRO_RUNTIME_INLINE void unequal_samples(std::string const& split, char const* field, std::int64_t n, std::int64_t earlier);
+[[noreturn]] NITRO_RUNTIME_INLINE void no_such_split(std::string const& dataset, std::string_view asked, std::string const& names);
+NITRO_RUNTIME_INLINE void list_name(std::string& names, std::string const& name);  // "a, b" + name
+}  // namespace detail
+
 template <class Batch>
 class in_memory_split {
  public:
@@ -40,11 +47,7 @@ class in_memory_split {
       auto const& t = hana::second(acc)(m_all);
       std::int64_t n = t.rank() == 0 ? 1 : t.batch();
       if (m_size < 0) m_size = n;
-      else if (n != m_size)
-        throw error("E-DATA-003",
-                    "split '" + m_name + "': field '" + std::string(hana::to<char const*>(hana::first(acc))) + "' has " + std::to_string(n) +
-                        " samples but an earlier field has " + std::to_string(m_size),
-                    "give every field the same last (sample) extent");
+      else if (n != m_size) detail::unequal_samples(m_name, hana::to<char const*>(hana::first(acc)), n, m_size);
     });
     if (m_size < 0) m_size = 0;
   }
@@ -102,10 +105,33 @@ struct dataset {
   in_memory_split<Batch> const& split(std::string_view name_) const {
     for (auto const& s : splits) if (s.name() == name_) return s;
     std::string names;
-    for (auto const& s : splits) names += (names.empty() ? "" : ", ") + s.name();
-    throw error("E-DATA-004", "the data set '" + name + "' has no split called '" + std::string(name_) + "' (it has: " + names + ")",
-                "ask for one of the splits it has");
+    for (auto const& s : splits) detail::list_name(names, s.name());
+    detail::no_such_split(name, name_, names);
   }
 };
 
 }  // namespace nitro::data
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro::data::detail {
+
+NITRO_RUNTIME_INLINE void unequal_samples(std::string const& split, char const* field, std::int64_t n, std::int64_t earlier) {
+  throw error("E-DATA-003",
+              "split '" + split + "': field '" + field + "' has " + std::to_string(n) + " samples but an earlier field has " +
+                  std::to_string(earlier),
+              "give every field the same last (sample) extent");
+}
+
+NITRO_RUNTIME_INLINE void no_such_split(std::string const& dataset, std::string_view asked, std::string const& names) {
+  throw error("E-DATA-004", "the data set '" + dataset + "' has no split called '" + std::string(asked) + "' (it has: " + names + ")",
+              "ask for one of the splits it has");
+}
+
+NITRO_RUNTIME_INLINE void list_name(std::string& names, std::string const& name) {
+  if (!names.empty()) names += ", ";
+  names += name;
+}
+
+}  // namespace nitro::data::detail
+#endif  // !NITRO_RUNTIME_EXTERN

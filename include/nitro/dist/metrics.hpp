@@ -22,6 +22,7 @@
 
 #include "nitro/bind/kwargs.hpp"
 #include "nitro/core/error.hpp"
+#include "nitro/core/runtime.hpp"
 #include "nitro/dist/replicas.hpp"
 #include "nitro/tensor/tensor.hpp"
 #include "nitro/nn/metrics.hpp"
@@ -38,8 +39,54 @@
 
 namespace nitro::dist {
 
+namespace detail {
+
+// What metric_totals keeps that does not depend on the metrics struct: the slots, the named means
+// and the collectives that combine every rank's slots (compiled once in nitro::runtime).
+class metric_slots {
+ public:
+  // A named mean beside the struct ("loss": the mean over batches, counted once per batch).
+  NITRO_RUNTIME_INLINE void add_mean(std::string_view name, mean_of const& v);
+  // Batches this rank added (the most any reducer saw, as metric_accumulator counts them).
+  NITRO_RUNTIME_INLINE std::int64_t batches() const noexcept;
+
+ protected:
+  struct slot {
+    std::string name;
+    nitro::detail::reducer_kind kind = nitro::detail::reducer_kind::mean;
+    bool seen = false;
+    bool is_tensor = false;
+    std::int64_t adds = 0;       // named means: batches added
+    std::vector<double> sums;    // mean: {sum, count}; sum: the number, or the tensor's elements
+    nitro::shape shape{};        // a summed tensor's shape, or one sample's (concat)
+    std::int64_t features = 0;   // concat: values per sample
+    std::vector<float> cat;      // concat: this rank's samples, batch last
+  };
+  // Every rank's slots combined: per slot its summed numbers and its concatenation in rank order.
+  struct totals {
+    std::vector<std::vector<double>> sums;
+    std::vector<std::vector<float>> cats;
+    std::int64_t batches = 0;
+  };
+
+  // The ranks agree on the layout (E-DIST-008), sum every number and gather the concatenations.
+  NITRO_RUNTIME_INLINE totals combine(replicas& r) const;
+  // The named means of the combined totals, into the accumulator that reports them.
+  NITRO_RUNTIME_INLINE void add_named(metric_accumulator& acc, totals const& t) const;
+  NITRO_RUNTIME_INLINE void new_slot(std::string name, nitro::detail::reducer_kind kind);
+  NITRO_RUNTIME_INLINE void add_member(std::size_t at, mean_of const& v);
+
+  std::vector<slot> m_slots;    // named means first, then the struct's slots from m_first
+  std::size_t m_named = 0;
+  std::size_t m_first = 0;
+  bool m_laid_out = false;
+  std::int64_t m_batches = 0;
+};
+
+}  // namespace detail
+
 template <class M = void>
-class metric_totals {
+class metric_totals : public detail::metric_slots {
  public:
   // One batch of the metrics hook's reducers.
   template <class X>
@@ -52,111 +99,23 @@ class metric_totals {
     }(std::make_index_sequence<nitro::detail::member_count<M>>{});
     ++m_batches;
   }
-  // A named mean beside the struct ("loss": the mean over batches, counted once per batch).
-  void add_mean(std::string_view name, mean_of const& v) {
-    slot* s = nullptr;
-    for (std::size_t i = 0; i < m_named; ++i)
-      if (m_slots[i].name == name) s = &m_slots[i];
-    if (!s) {
-      m_slots.insert(m_slots.begin() + static_cast<std::ptrdiff_t>(m_named), slot{});
-      s = &m_slots[m_named++];
-      ++m_first;
-      s->name = std::string(name);
-      s->kind = nitro::detail::reducer_kind::mean;
-      s->sums.assign(2, 0.0);
-    }
-    s->sums[0] += v.sum;
-    s->sums[1] += v.count;
-    s->seen = true;
-    ++s->adds;
-  }
-  // Batches this rank added (the most any reducer saw, as metric_accumulator counts them).
-  std::int64_t batches() const noexcept {
-    std::int64_t n = m_batches;
-    for (std::size_t i = 0; i < m_named; ++i) n = m_slots[i].adds > n ? m_slots[i].adds : n;
-    return n;
-  }
 
   // Every rank's totals combined; every rank receives the same values.
   metric_values reduce(replicas& r, residency where = residency::device) const {
-    // 1. the ranks agree on the layout: names, kinds and sizes
-    std::string sig;
-    std::int64_t doubles = 1;  // the batch count
-    for (auto const& s : m_slots) {
-      sig += s.name + ':' + char('0' + int(s.kind)) + ':' + std::to_string(s.sums.size()) + ':' + std::to_string(s.features) + ';';
-      doubles += static_cast<std::int64_t>(s.sums.size());
-    }
-    const std::int64_t mine = checksum(sig.data(), sig.size());
-    if (!spread_of(r, mine, "the layout of the metrics").same())
-      throw error("E-DIST-008",
-                  "the ranks' metrics differ in their names, kinds or shapes (this rank, " + std::to_string(r.rank()) + ", has " +
-                      (sig.empty() ? std::string("none: its shard had no batch") : sig) + ")",
-                  "give every rank a non-empty shard of the split (nitro::dist::split_shard) and return the same metrics struct, "
-                  "with tensors of one shape, from every batch");
-    // 2. one sum of every number
-    std::vector<double> packed;
-    packed.reserve(static_cast<std::size_t>(doubles));
-    packed.push_back(static_cast<double>(batches()));
-    for (auto const& s : m_slots) packed.insert(packed.end(), s.sums.begin(), s.sums.end());
-    r.sum(packed.data(), static_cast<std::int64_t>(packed.size()), "the sum of the metrics");
-    // 3. the concatenations gathered in rank order
-    std::vector<std::vector<float>> cats(m_slots.size());
-    bool any_cat = false;
-    for (auto const& s : m_slots) any_cat = any_cat || s.kind == nitro::detail::reducer_kind::concat;
-    if (any_cat) {
-      std::vector<char> bytes;
-      for (auto const& s : m_slots) {
-        if (s.kind != nitro::detail::reducer_kind::concat) continue;
-        const std::int64_t n = static_cast<std::int64_t>(s.cat.size());
-        bytes.insert(bytes.end(), reinterpret_cast<char const*>(&n), reinterpret_cast<char const*>(&n) + sizeof n);
-        bytes.insert(bytes.end(), reinterpret_cast<char const*>(s.cat.data()), reinterpret_cast<char const*>(s.cat.data() + s.cat.size()));
-      }
-      std::vector<char> all;
-      std::vector<std::size_t> sizes;
-      r.gather(bytes.data(), bytes.size(), all, sizes, "the gather of the concatenated metrics");
-      std::size_t at = 0;
-      for (std::size_t rank = 0; rank < sizes.size(); ++rank) {
-        for (std::size_t i = 0; i < m_slots.size(); ++i) {
-          if (m_slots[i].kind != nitro::detail::reducer_kind::concat) continue;
-          std::int64_t n = 0;
-          std::memcpy(&n, all.data() + at, sizeof n);
-          at += sizeof n;
-          const std::size_t old = cats[i].size();
-          cats[i].resize(old + static_cast<std::size_t>(n));
-          if (n > 0) std::memcpy(cats[i].data() + old, all.data() + at, sizeof(float) * static_cast<std::size_t>(n));
-          at += sizeof(float) * static_cast<std::size_t>(n);
-        }
-      }
-    }
-    // 4. the combined reducers, reported as one process reports them
+    const totals t = combine(r);
+    // the combined reducers, reported as one process reports them
     metric_accumulator acc(where);
-    std::size_t p = 1;
-    std::vector<std::vector<double>> sums(m_slots.size());
-    for (std::size_t i = 0; i < m_slots.size(); ++i) {
-      sums[i].assign(packed.begin() + static_cast<std::ptrdiff_t>(p), packed.begin() + static_cast<std::ptrdiff_t>(p + m_slots[i].sums.size()));
-      p += m_slots[i].sums.size();
-    }
-    for (std::size_t i = 0; i < m_named; ++i) acc.add_mean(m_slots[i].name, mean_of(sums[i][0], sums[i][1]));
+    add_named(acc, t);
     if constexpr (!std::is_void_v<M>) {
-      if (m_laid_out) acc.add(combined(sums, cats));
+      if (m_laid_out) acc.add(combined(t.sums, t.cats));
     }
     metric_values out = acc.result();
-    out.batches = static_cast<std::int64_t>(packed[0]);
+    out.batches = t.batches;
     return out;
   }
 
  private:
-  struct slot {
-    std::string name;
-    nitro::detail::reducer_kind kind = nitro::detail::reducer_kind::mean;
-    bool seen = false;
-    bool is_tensor = false;
-    std::int64_t adds = 0;       // named means: batches added
-    std::vector<double> sums;    // mean: {sum, count}; sum: the number, or the tensor's elements
-    nitro::shape shape{};        // a summed tensor's shape, or one sample's (concat)
-    std::int64_t features = 0;   // concat: values per sample
-    std::vector<float> cat;      // concat: this rank's samples, batch last
-  };
+  using detail::metric_slots::add_member;
 
   void layout() {
     m_laid_out = true;
@@ -181,20 +140,6 @@ class metric_totals {
       new_slot(std::move(name), R::kind);
     }
   }
-  void new_slot(std::string name, nitro::detail::reducer_kind kind) {
-    slot s;
-    s.name = std::move(name);
-    s.kind = kind;
-    if (kind == nitro::detail::reducer_kind::mean) s.sums.assign(2, 0.0);
-    m_slots.push_back(std::move(s));
-  }
-
-  void add_member(std::size_t at, mean_of const& v) {
-    slot& s = m_slots[at];
-    s.sums[0] += v.sum;
-    s.sums[1] += v.count;
-    s.seen = true;
-  }
   template <class V>
   void add_member(std::size_t at, sum_of<V> const& v) {
     slot& s = m_slots[at];
@@ -208,8 +153,7 @@ class metric_totals {
         s.shape = x.shape();
         s.sums.assign(static_cast<std::size_t>(x.numel()), 0.0);
       } else if (!(s.shape == x.shape())) {
-        throw error("E-METRIC-002", "the summed metric '" + s.name + "' changed shape from " + s.shape.to_string() + " to " + x.shape().to_string(),
-                    "return tensors of one shape for a nitro::sum_of metric in every batch");
+        nitro::detail::summed_metric_changed_shape(s.name, s.shape, x.shape());
       }
       for (std::int64_t i = 0; i < x.numel(); ++i) s.sums[static_cast<std::size_t>(i)] += static_cast<double>(x[i]);
     }
@@ -234,9 +178,7 @@ class metric_totals {
       s.shape = one;
       s.features = f;
     } else if (!(s.shape == one)) {
-      throw error("E-METRIC-002",
-                  "the concatenated metric '" + s.name + "' changed its per-sample shape from " + s.shape.to_string() + " to " + one.to_string(),
-                  "return one per-sample shape for a nitro::concat_of metric in every batch");
+      nitro::detail::concat_metric_changed_shape(s.name, s.shape, one);
     }
     for (std::int64_t i = 0; i < f * n; ++i) s.cat.push_back(static_cast<float>(x[i]));
     s.seen = true;
@@ -286,12 +228,118 @@ class metric_totals {
     for (std::size_t i = 0; i < cats[at].size(); ++i) t[static_cast<std::int64_t>(i)] = static_cast<typename V::scalar>(cats[at][i]);
     return t;
   }
-
-  std::vector<slot> m_slots;    // named means first, then the struct's slots from m_first
-  std::size_t m_named = 0;
-  std::size_t m_first = 0;
-  bool m_laid_out = false;
-  std::int64_t m_batches = 0;
 };
 
 }  // namespace nitro::dist
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro::dist::detail {
+
+NITRO_RUNTIME_INLINE void metric_slots::add_mean(std::string_view name, mean_of const& v) {
+  slot* s = nullptr;
+  for (std::size_t i = 0; i < m_named; ++i)
+    if (m_slots[i].name == name) s = &m_slots[i];
+  if (!s) {
+    m_slots.insert(m_slots.begin() + static_cast<std::ptrdiff_t>(m_named), slot{});
+    s = &m_slots[m_named++];
+    ++m_first;
+    s->name = std::string(name);
+    s->kind = nitro::detail::reducer_kind::mean;
+    s->sums.assign(2, 0.0);
+  }
+  s->sums[0] += v.sum;
+  s->sums[1] += v.count;
+  s->seen = true;
+  ++s->adds;
+}
+
+NITRO_RUNTIME_INLINE std::int64_t metric_slots::batches() const noexcept {
+  std::int64_t n = m_batches;
+  for (std::size_t i = 0; i < m_named; ++i) n = m_slots[i].adds > n ? m_slots[i].adds : n;
+  return n;
+}
+
+NITRO_RUNTIME_INLINE metric_slots::totals metric_slots::combine(replicas& r) const {
+  // 1. the ranks agree on the layout: names, kinds and sizes
+  std::string sig;
+  std::int64_t doubles = 1;  // the batch count
+  for (auto const& s : m_slots) {
+    sig += s.name + ':' + char('0' + int(s.kind)) + ':' + std::to_string(s.sums.size()) + ':' + std::to_string(s.features) + ';';
+    doubles += static_cast<std::int64_t>(s.sums.size());
+  }
+  const std::int64_t mine = checksum(sig.data(), sig.size());
+  if (!spread_of(r, mine, "the layout of the metrics").same())
+    throw error("E-DIST-008",
+                "the ranks' metrics differ in their names, kinds or shapes (this rank, " + std::to_string(r.rank()) + ", has " +
+                    (sig.empty() ? std::string("none: its shard had no batch") : sig) + ")",
+                "give every rank a non-empty shard of the split (nitro::dist::split_shard) and return the same metrics struct, "
+                "with tensors of one shape, from every batch");
+  // 2. one sum of every number
+  std::vector<double> packed;
+  packed.reserve(static_cast<std::size_t>(doubles));
+  packed.push_back(static_cast<double>(batches()));
+  for (auto const& s : m_slots) packed.insert(packed.end(), s.sums.begin(), s.sums.end());
+  r.sum(packed.data(), static_cast<std::int64_t>(packed.size()), "the sum of the metrics");
+  // 3. the concatenations gathered in rank order
+  totals t;
+  t.cats.resize(m_slots.size());
+  bool any_cat = false;
+  for (auto const& s : m_slots) any_cat = any_cat || s.kind == nitro::detail::reducer_kind::concat;
+  if (any_cat) {
+    std::vector<char> bytes;
+    for (auto const& s : m_slots) {
+      if (s.kind != nitro::detail::reducer_kind::concat) continue;
+      const std::int64_t n = static_cast<std::int64_t>(s.cat.size());
+      bytes.insert(bytes.end(), reinterpret_cast<char const*>(&n), reinterpret_cast<char const*>(&n) + sizeof n);
+      bytes.insert(bytes.end(), reinterpret_cast<char const*>(s.cat.data()), reinterpret_cast<char const*>(s.cat.data() + s.cat.size()));
+    }
+    std::vector<char> all;
+    std::vector<std::size_t> sizes;
+    r.gather(bytes.data(), bytes.size(), all, sizes, "the gather of the concatenated metrics");
+    std::size_t at = 0;
+    for (std::size_t rank = 0; rank < sizes.size(); ++rank) {
+      for (std::size_t i = 0; i < m_slots.size(); ++i) {
+        if (m_slots[i].kind != nitro::detail::reducer_kind::concat) continue;
+        std::int64_t n = 0;
+        std::memcpy(&n, all.data() + at, sizeof n);
+        at += sizeof n;
+        const std::size_t old = t.cats[i].size();
+        t.cats[i].resize(old + static_cast<std::size_t>(n));
+        if (n > 0) std::memcpy(t.cats[i].data() + old, all.data() + at, sizeof(float) * static_cast<std::size_t>(n));
+        at += sizeof(float) * static_cast<std::size_t>(n);
+      }
+    }
+  }
+  // each slot's share of the summed numbers
+  std::size_t p = 1;
+  t.sums.resize(m_slots.size());
+  for (std::size_t i = 0; i < m_slots.size(); ++i) {
+    t.sums[i].assign(packed.begin() + static_cast<std::ptrdiff_t>(p), packed.begin() + static_cast<std::ptrdiff_t>(p + m_slots[i].sums.size()));
+    p += m_slots[i].sums.size();
+  }
+  t.batches = static_cast<std::int64_t>(packed[0]);
+  return t;
+}
+
+NITRO_RUNTIME_INLINE void metric_slots::add_named(metric_accumulator& acc, totals const& t) const {
+  for (std::size_t i = 0; i < m_named; ++i) acc.add_mean(m_slots[i].name, mean_of(t.sums[i][0], t.sums[i][1]));
+}
+
+NITRO_RUNTIME_INLINE void metric_slots::new_slot(std::string name, nitro::detail::reducer_kind kind) {
+  slot s;
+  s.name = std::move(name);
+  s.kind = kind;
+  if (kind == nitro::detail::reducer_kind::mean) s.sums.assign(2, 0.0);
+  m_slots.push_back(std::move(s));
+}
+
+NITRO_RUNTIME_INLINE void metric_slots::add_member(std::size_t at, mean_of const& v) {
+  slot& s = m_slots[at];
+  s.sums[0] += v.sum;
+  s.sums[1] += v.count;
+  s.seen = true;
+}
+
+}  // namespace nitro::dist::detail
+#endif  // !NITRO_RUNTIME_EXTERN

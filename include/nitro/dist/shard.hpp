@@ -49,6 +49,9 @@ constexpr shard shard_of(std::int64_t n, int rank, int size) noexcept {
 NITRO_RUNTIME_INLINE void check_global_batch(std::int64_t global_batch, int size);
 
 namespace detail {
+// E-DIST-002: a split too small to give every rank a sample.
+[[noreturn]] NITRO_RUNTIME_INLINE void fewer_samples_than_ranks(std::string const& split, std::int64_t samples, int size);
+
 // Samples [first, first + count) of a split, viewing its memory.
 template <class Batch>
 data::in_memory_split<Batch> split_view(data::in_memory_split<Batch> const& split, std::int64_t first, std::int64_t count) {
@@ -68,11 +71,7 @@ data::in_memory_split<Batch> split_view(data::in_memory_split<Batch> const& spli
 // would get no sample.
 template <class Batch>
 data::in_memory_split<Batch> split_shard(data::in_memory_split<Batch> const& split, int rank, int size) {
-  if (split.size() < size)
-    throw error("E-DIST-002",
-                "split '" + split.name() + "' has " + std::to_string(split.size()) + " samples, fewer than the " + std::to_string(size) +
-                    " ranks that share it",
-                "evaluate a larger split, or launch fewer ranks");
+  if (split.size() < size) detail::fewer_samples_than_ranks(split.name(), split.size(), size);
   const shard s = shard_of(split.size(), rank, size);
   return detail::split_view(split, s.first, s.count);
 }
@@ -137,6 +136,13 @@ NITRO_RUNTIME_INLINE void check_global_batch(std::int64_t global_batch, int size
                     " ranks",
                 "use a batch_size that is a multiple of the number of ranks (" + std::to_string(size) + "), or launch a number of ranks that divides " +
                     std::to_string(global_batch));
+}
+
+NITRO_RUNTIME_INLINE void detail::fewer_samples_than_ranks(std::string const& split, std::int64_t samples, int size) {
+  throw error("E-DIST-002",
+              "split '" + split + "' has " + std::to_string(samples) + " samples, fewer than the " + std::to_string(size) +
+                  " ranks that share it",
+              "evaluate a larger split, or launch fewer ranks");
 }
 
 }  // namespace nitro::dist

@@ -15,6 +15,8 @@
 // manifests), so what a user reads is what `--set` takes back.
 #pragma once
 
+#include "nitro/core/runtime.hpp"
+
 #include "nitro/core/error.hpp"
 #include "nitro/knobs/symbols.hpp"
 
@@ -247,13 +249,32 @@ struct knob_range {
 };
 
 namespace detail {
-inline std::string joined_symbols(knob_range const& r) {
+NITRO_RUNTIME_INLINE std::string joined_symbols(knob_range const& r);
+// A value --set takes, for the example in a message.
+NITRO_RUNTIME_INLINE std::string example_text(knob_kind k, knob_range const& r);
+}  // namespace detail
+
+// What texts a knob of this kind accepts, for messages.
+NITRO_RUNTIME_INLINE std::string accepted_texts(knob_kind k, knob_range const& r);
+
+// Parses `text` as a value of the knob `name`; E-KNOB-010 names the accepted texts when it does not.
+// `where` says where the text came from (--set, a variant, a recorded run) for the message.
+NITRO_RUNTIME_INLINE knob_value parse_knob_value(std::string_view name, knob_kind kind, knob_range const& range, std::string_view text,
+                                   std::string_view where = "--set");
+
+}  // namespace nitro
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro::detail {
+
+NITRO_RUNTIME_INLINE std::string joined_symbols(knob_range const& r) {
   std::string s;
   for (std::size_t n = 0; n < r.symbols.size(); ++n) s += (n ? ", " : "") + std::string(r.symbols[n]);
   return s;
 }
-// A value --set takes, for the example in a message.
-inline std::string example_text(knob_kind k, knob_range const& r) {
+
+NITRO_RUNTIME_INLINE std::string example_text(knob_kind k, knob_range const& r) {
   switch (k) {
     case knob_kind::boolean: return "true";
     case knob_kind::text: return "value";
@@ -269,10 +290,12 @@ inline std::string example_text(knob_kind k, knob_range const& r) {
     default: return "1";
   }
 }
-}  // namespace detail
 
-// What texts a knob of this kind accepts, for messages.
-inline std::string accepted_texts(knob_kind k, knob_range const& r) {
+}  // namespace nitro::detail
+
+namespace nitro {
+
+NITRO_RUNTIME_INLINE std::string accepted_texts(knob_kind k, knob_range const& r) {
   switch (k) {
     case knob_kind::boolean: return "true or false (also 1 or 0)";
     case knob_kind::integer: return "a whole number from " + std::to_string(r.lo) + " to " + std::to_string(r.hi);
@@ -288,10 +311,8 @@ inline std::string accepted_texts(knob_kind k, knob_range const& r) {
   return {};
 }
 
-// Parses `text` as a value of the knob `name`; E-KNOB-010 names the accepted texts when it does not.
-// `where` says where the text came from (--set, a variant, a recorded run) for the message.
-inline knob_value parse_knob_value(std::string_view name, knob_kind kind, knob_range const& range, std::string_view text,
-                                   std::string_view where = "--set") {
+NITRO_RUNTIME_INLINE knob_value parse_knob_value(std::string_view name, knob_kind kind, knob_range const& range, std::string_view text,
+                                   std::string_view where) {
   auto fail = [&]() -> knob_value {
     const bool named = kind == knob_kind::symbol;
     throw error("E-KNOB-010",
@@ -378,3 +399,4 @@ inline knob_value parse_knob_value(std::string_view name, knob_kind kind, knob_r
 }
 
 }  // namespace nitro
+#endif  // !NITRO_RUNTIME_EXTERN

@@ -15,6 +15,8 @@
 // GraphConst value not compiled in), E-KNOB-013 (a knob set twice).
 #pragma once
 
+#include "nitro/core/runtime.hpp"
+
 #include "nitro/core/error.hpp"
 #include "nitro/knobs/catalog.hpp"
 #include "nitro/knobs/declarations.hpp"
@@ -119,7 +121,60 @@ struct selection {
 };
 
 namespace detail {
-inline void check_compiled(catalog const& c, knob_info const& k, knob_value const& v, std::string const& where) {
+NITRO_RUNTIME_INLINE void check_compiled(catalog const& c, knob_info const& k, knob_value const& v, std::string const& where);
+}  // namespace detail
+
+NITRO_RUNTIME_INLINE selection resolve_selection(catalog const& c, selection_request const& req);
+
+// Writes the selected values into the experiment's fields (GraphConst fields are the program's).
+template <class E>
+void apply_selection(E& e, catalog const& c, selection const& s) {
+  std::size_t i = 0;
+  std::apply(
+      [&](auto const&... k) {
+        (
+            [&](auto const& kd) {
+              using K = std::remove_cvref_t<decltype(kd)>;
+              using T = knob_traits<E, K::name>;
+              if constexpr (T::is_field && !T::is_graph_const) {
+                using F = typename T::field::type;
+                detail::knob_access<F>::write(T::field::get(e), s.knobs[i].value.template as<typename T::value_type>());
+              }
+              ++i;
+            }(k),
+            ...);
+      },
+      declarations<E>::knob_items());
+  (void)c;
+}
+
+// The run keywords that are knobs but not fields, as keyword arguments for the handle:
+//   std::apply([&](auto... kw) { nitro::Nitro h(e, kw...); ... }, nitro::selection_keywords<E>(sel));
+// Each is a std::optional: a knob nobody selected passes nothing, so the handle resolves the keyword
+// itself (to the knob's default, which is that resolution) and its records name the true source.
+template <class E>
+auto selection_keywords(selection const& s) {
+  using items = typename declarations<E>::knob_tuple;
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return std::tuple_cat([&] {
+      using K = std::tuple_element_t<I, items>;
+      using T = knob_traits<E, K::name>;
+      if constexpr (T::is_keyword) {
+        using V = typename T::value_type;
+        auto const& k = s.knobs[I];
+        return std::tuple{keyword_knob<K::name>::make(k.source == knob_source::fallback ? std::optional<V>{} : std::optional<V>(k.value.template as<V>()))};
+      } else return std::tuple<>{};
+    }()...);
+  }(std::make_index_sequence<std::tuple_size_v<items>>{});
+}
+
+}  // namespace nitro
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro::detail {
+
+NITRO_RUNTIME_INLINE void check_compiled(catalog const& c, knob_info const& k, knob_value const& v, std::string const& where) {
   if (!k.graph_const) return;
   for (auto const& x : k.compiled)
     if (x == v) return;
@@ -129,9 +184,12 @@ inline void check_compiled(catalog const& c, knob_info const& k, knob_value cons
               "choose one of " + k.accepted() + ", or add the instantiation for " + k.name + "=" + v.str() + " to nitro::main<" +
                   join_names(c.programs) + ", ...> and rebuild");
 }
-}  // namespace detail
 
-inline selection resolve_selection(catalog const& c, selection_request const& req) {
+}  // namespace nitro::detail
+
+namespace nitro {
+
+NITRO_RUNTIME_INLINE selection resolve_selection(catalog const& c, selection_request const& req) {
   selection s;
   s.request = req;
   s.knobs.resize(c.knobs.size());
@@ -191,46 +249,5 @@ inline selection resolve_selection(catalog const& c, selection_request const& re
   return s;
 }
 
-// Writes the selected values into the experiment's fields (GraphConst fields are the program's).
-template <class E>
-void apply_selection(E& e, catalog const& c, selection const& s) {
-  std::size_t i = 0;
-  std::apply(
-      [&](auto const&... k) {
-        (
-            [&](auto const& kd) {
-              using K = std::remove_cvref_t<decltype(kd)>;
-              using T = knob_traits<E, K::name>;
-              if constexpr (T::is_field && !T::is_graph_const) {
-                using F = typename T::field::type;
-                detail::knob_access<F>::write(T::field::get(e), s.knobs[i].value.template as<typename T::value_type>());
-              }
-              ++i;
-            }(k),
-            ...);
-      },
-      declarations<E>::knob_items());
-  (void)c;
-}
-
-// The run keywords that are knobs but not fields, as keyword arguments for the handle:
-//   std::apply([&](auto... kw) { nitro::Nitro h(e, kw...); ... }, nitro::selection_keywords<E>(sel));
-// Each is a std::optional: a knob nobody selected passes nothing, so the handle resolves the keyword
-// itself (to the knob's default, which is that resolution) and its records name the true source.
-template <class E>
-auto selection_keywords(selection const& s) {
-  using items = typename declarations<E>::knob_tuple;
-  return [&]<std::size_t... I>(std::index_sequence<I...>) {
-    return std::tuple_cat([&] {
-      using K = std::tuple_element_t<I, items>;
-      using T = knob_traits<E, K::name>;
-      if constexpr (T::is_keyword) {
-        using V = typename T::value_type;
-        auto const& k = s.knobs[I];
-        return std::tuple{keyword_knob<K::name>::make(k.source == knob_source::fallback ? std::optional<V>{} : std::optional<V>(k.value.template as<V>()))};
-      } else return std::tuple<>{};
-    }()...);
-  }(std::make_index_sequence<std::tuple_size_v<items>>{});
-}
-
 }  // namespace nitro
+#endif  // !NITRO_RUNTIME_EXTERN

@@ -8,6 +8,8 @@
 // whole, so two selections never share a slug stem by accident.
 #pragma once
 
+#include "nitro/core/runtime.hpp"
+
 #include "nitro/core/rng.hpp"
 #include "nitro/knobs/selection.hpp"
 
@@ -22,7 +24,27 @@
 namespace nitro {
 
 // FashionMLP -> fashion_mlp, HTTPServer -> http_server, fashion_mlp -> fashion_mlp.
-inline std::string snake_case(std::string_view name) {
+NITRO_RUNTIME_INLINE std::string snake_case(std::string_view name);
+
+namespace detail {
+NITRO_RUNTIME_INLINE std::string slug_safe(std::string_view v);
+}  // namespace detail
+
+// A new run id: local time to the second, then 4 hex digits that differ between processes.
+NITRO_RUNTIME_INLINE std::string make_run_id();
+
+// The slug stem (everything but the id): experiment, variant, each --set.
+NITRO_RUNTIME_INLINE std::string slug_stem(std::string_view experiment, selection_request const& r);
+
+NITRO_RUNTIME_INLINE std::string make_slug(std::string_view experiment, selection_request const& r, std::string const& id);
+
+}  // namespace nitro
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro {
+
+NITRO_RUNTIME_INLINE std::string snake_case(std::string_view name) {
   std::string s;
   for (std::size_t i = 0; i < name.size(); ++i) {
     const char c = name[i];
@@ -38,8 +60,11 @@ inline std::string snake_case(std::string_view name) {
   return s;
 }
 
-namespace detail {
-inline std::string slug_safe(std::string_view v) {
+}  // namespace nitro
+
+namespace nitro::detail {
+
+NITRO_RUNTIME_INLINE std::string slug_safe(std::string_view v) {
   std::string s;
   for (char c : v) {
     const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '+' || c == '-' || c == '=';
@@ -47,10 +72,12 @@ inline std::string slug_safe(std::string_view v) {
   }
   return s;
 }
-}  // namespace detail
 
-// A new run id: local time to the second, then 4 hex digits that differ between processes.
-inline std::string make_run_id() {
+}  // namespace nitro::detail
+
+namespace nitro {
+
+NITRO_RUNTIME_INLINE std::string make_run_id() {
   const auto now = std::chrono::system_clock::now();
   const std::time_t t = std::chrono::system_clock::to_time_t(now);
   std::tm tm{};
@@ -65,8 +92,7 @@ inline std::string make_run_id() {
   return std::string(when) + "-" + tail;
 }
 
-// The slug stem (everything but the id): experiment, variant, each --set.
-inline std::string slug_stem(std::string_view experiment, selection_request const& r) {
+NITRO_RUNTIME_INLINE std::string slug_stem(std::string_view experiment, selection_request const& r) {
   std::string s = snake_case(experiment);
   if (r.variant) {
     s += '-';
@@ -88,8 +114,9 @@ inline std::string slug_stem(std::string_view experiment, selection_request cons
   return s;
 }
 
-inline std::string make_slug(std::string_view experiment, selection_request const& r, std::string const& id) {
+NITRO_RUNTIME_INLINE std::string make_slug(std::string_view experiment, selection_request const& r, std::string const& id) {
   return slug_stem(experiment, r) + "-" + detail::slug_safe(id);
 }
 
 }  // namespace nitro
+#endif  // !NITRO_RUNTIME_EXTERN

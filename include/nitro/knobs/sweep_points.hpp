@@ -8,6 +8,8 @@
 // unknown sweep is E-KNOB-012 with a did-you-mean.
 #pragma once
 
+#include "nitro/core/runtime.hpp"
+
 #include "nitro/core/error.hpp"
 #include "nitro/knobs/catalog.hpp"
 #include "nitro/knobs/detail/did_you_mean.hpp"
@@ -19,7 +21,17 @@
 
 namespace nitro {
 
-inline sweep_info const& find_sweep_or_throw(catalog const& c, std::string const& name) {
+NITRO_RUNTIME_INLINE sweep_info const& find_sweep_or_throw(catalog const& c, std::string const& name);
+
+NITRO_RUNTIME_INLINE std::vector<selection_request> sweep_points(catalog const& c, std::string const& name, selection_request const& extra);
+
+}  // namespace nitro
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro {
+
+NITRO_RUNTIME_INLINE sweep_info const& find_sweep_or_throw(catalog const& c, std::string const& name) {
   if (sweep_info const* s = c.find_sweep(name)) return *s;
   std::string near = detail::did_you_mean(name, c.sweep_names());
   throw error("E-KNOB-012",
@@ -29,7 +41,7 @@ inline sweep_info const& find_sweep_or_throw(catalog const& c, std::string const
                                : "name one of its sweeps: " + detail::join_names(c.sweep_names()) + " (see `variants`)");
 }
 
-inline std::vector<selection_request> sweep_points(catalog const& c, std::string const& name, selection_request const& extra) {
+NITRO_RUNTIME_INLINE std::vector<selection_request> sweep_points(catalog const& c, std::string const& name, selection_request const& extra) {
   sweep_info const& sw = find_sweep_or_throw(c, name);
   selection_request base = extra;
   if (!sw.base.empty()) {
@@ -64,3 +76,4 @@ inline std::vector<selection_request> sweep_points(catalog const& c, std::string
 }
 
 }  // namespace nitro
+#endif  // !NITRO_RUNTIME_EXTERN

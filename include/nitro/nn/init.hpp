@@ -7,6 +7,7 @@
 #pragma once
 
 #include "nitro/core/rng.hpp"
+#include "nitro/core/runtime.hpp"
 #include "nitro/tensor/tensor.hpp"
 
 #include <cmath>    // sqrt
@@ -22,25 +23,7 @@ struct initializer {
   double value = 0;  // constant value, uniform half-width, normal std, or Kaiming's negative slope a
 
   template <class T>
-  void operator()(basic_tensor<T>& t, std::int64_t fan_in, std::int64_t fan_out, rng& g) const {
-    const std::int64_t n = t.numel();
-    T* p = t.data();
-    auto uniform = [&](double a) { for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(g.uniform(-a, a)); };
-    auto normal = [&](double s) { for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(s * g.normal()); };
-    const double fi = double(fan_in > 0 ? fan_in : 1), fo = double(fan_out > 0 ? fan_out : 1);
-    switch (kind) {
-      case init::kind::zeros: for (std::int64_t i = 0; i < n; ++i) p[i] = T(0); break;
-      case init::kind::ones: for (std::int64_t i = 0; i < n; ++i) p[i] = T(1); break;
-      case init::kind::constant: for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(value); break;
-      case init::kind::uniform: uniform(value); break;
-      case init::kind::normal: normal(value); break;
-      case init::kind::kaiming_uniform: uniform(std::sqrt(2.0 / (1.0 + value * value)) * std::sqrt(3.0 / fi)); break;
-      case init::kind::kaiming_normal: normal(std::sqrt(2.0 / (1.0 + value * value)) / std::sqrt(fi)); break;
-      case init::kind::glorot_uniform: uniform(std::sqrt(6.0 / (fi + fo))); break;
-      case init::kind::glorot_normal: normal(std::sqrt(2.0 / (fi + fo))); break;
-      case init::kind::torch_default: uniform(1.0 / std::sqrt(fi)); break;
-    }
-  }
+  void operator()(basic_tensor<T>& t, std::int64_t fan_in, std::int64_t fan_out, rng& g) const;
   std::string describe() const {
     switch (kind) {
       case init::kind::zeros: return "zeros";
@@ -57,6 +40,31 @@ struct initializer {
     return "?";
   }
 };
+
+// Fills a tensor: defined here for every scalar type, compiled once for float in nitro::runtime.
+template <class T>
+void initializer::operator()(basic_tensor<T>& t, std::int64_t fan_in, std::int64_t fan_out, rng& g) const {
+  const std::int64_t n = t.numel();
+  T* p = t.data();
+  auto uniform = [&](double a) { for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(g.uniform(-a, a)); };
+  auto normal = [&](double s) { for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(s * g.normal()); };
+  const double fi = double(fan_in > 0 ? fan_in : 1), fo = double(fan_out > 0 ? fan_out : 1);
+  switch (kind) {
+    case init::kind::zeros: for (std::int64_t i = 0; i < n; ++i) p[i] = T(0); break;
+    case init::kind::ones: for (std::int64_t i = 0; i < n; ++i) p[i] = T(1); break;
+    case init::kind::constant: for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(value); break;
+    case init::kind::uniform: uniform(value); break;
+    case init::kind::normal: normal(value); break;
+    case init::kind::kaiming_uniform: uniform(std::sqrt(2.0 / (1.0 + value * value)) * std::sqrt(3.0 / fi)); break;
+    case init::kind::kaiming_normal: normal(std::sqrt(2.0 / (1.0 + value * value)) / std::sqrt(fi)); break;
+    case init::kind::glorot_uniform: uniform(std::sqrt(6.0 / (fi + fo))); break;
+    case init::kind::glorot_normal: normal(std::sqrt(2.0 / (fi + fo))); break;
+    case init::kind::torch_default: uniform(1.0 / std::sqrt(fi)); break;
+  }
+}
+#if NITRO_RUNTIME_EXTERN
+extern template void initializer::operator()<float>(basic_tensor<float>&, std::int64_t, std::int64_t, rng&) const;
+#endif
 
 inline constexpr initializer zeros{kind::zeros, 0};
 inline constexpr initializer ones{kind::ones, 0};

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "nitro/core/markers.hpp"
+#include "nitro/core/runtime.hpp"
 #include "nitro/tensor/detail/record.hpp"
 
 #include <cmath>    // exp, log
@@ -26,8 +27,20 @@ T smoothing_value(S const& s) {
 }
 }  // namespace detail
 
+// The loss for a smoothing value (compiled once for float in nitro::runtime).
+template <class T>
+basic_tensor<T> logitcrossentropy_at(basic_tensor<T> const& logits, basic_tensor<T> const& target, T s);
+#if NITRO_RUNTIME_EXTERN
+extern template basic_tensor<float> logitcrossentropy_at<float>(basic_tensor<float> const&, basic_tensor<float> const&, float);
+#endif
+
 template <class T, class S = T>
 basic_tensor<T> logitcrossentropy(basic_tensor<T> const& logits, basic_tensor<T> const& target, S const& smoothing = S(0)) {
+  return logitcrossentropy_at<T>(logits, target, detail::smoothing_value<T>(smoothing));
+}
+
+template <class T>
+basic_tensor<T> logitcrossentropy_at(basic_tensor<T> const& logits, basic_tensor<T> const& target, T s) {
   using namespace nitro::detail;
   const std::int64_t C = logits.rank() <= 1 ? logits.numel() : logits.shape()[0];
   const std::int64_t B = C == 0 ? 0 : logits.numel() / C;
@@ -37,7 +50,6 @@ basic_tensor<T> logitcrossentropy(basic_tensor<T> const& logits, basic_tensor<T>
                 "logitcrossentropy: target of shape " + target.shape().to_string() + " matches neither the logits " +
                     logits.shape().to_string() + " (one-hot) nor their " + std::to_string(B) + " samples (class indices)",
                 "pass a one-hot target of the logits' shape, or one class index per sample");
-  const T s = detail::smoothing_value<T>(smoothing);
   if (!(s >= T(0) && s <= T(1)))
     throw error("E-LOSS-002", "logitcrossentropy: label smoothing " + std::to_string(double(s)) + " is outside [0, 1]",
                 "use a smoothing between 0 and 1 (0.05 or 0.1 are common)");

@@ -34,9 +34,8 @@
 // around it.
 #pragma once
 
+#include "nitro/core/runtime.hpp"
 #include "nitro/nn/reducers.hpp"
-
-#pragma once
 
 #include "nitro/bind/binding.hpp"
 #include "nitro/bind/kwargs.hpp"
@@ -62,35 +61,26 @@ namespace nitro {
 
 // ---- the accumulator ------------------------------------------------------------------------------
 
+namespace detail {  // its errors, made once (nitro::runtime) for every metrics struct
+[[noreturn]] NITRO_RUNTIME_INLINE void summed_metric_changed_shape(std::string const& name, shape const& from, shape const& to);
+[[noreturn]] NITRO_RUNTIME_INLINE void concat_metric_changed_shape(std::string const& name, shape const& from, shape const& to);
+[[noreturn]] NITRO_RUNTIME_INLINE void concat_members_disagree(std::string const& name, std::int64_t n, std::int64_t samples);
+}  // namespace detail
+
 class metric_accumulator {
  public:
   metric_accumulator() = default;
   explicit metric_accumulator(residency where) { set_residency(where); }
 
   // Where the reducers accumulate (metrics_residency). A GraphConst is not a place: E-METRIC-005.
-  void set_residency(residency where) {
-    if (where == residency::graph_const)
-      throw error("E-METRIC-005", "metrics_residency returned GraphConst, which is not a place to accumulate",
-                  "return nitro::residency::device or nitro::residency::host");
-    m_where = where;
-  }
+  void set_residency(residency where);
   residency where() const noexcept { return m_where; }
 
   // Room for `n` samples in every concatenation, so a whole split concatenates without growing.
   void reserve_samples(std::int64_t n) { m_reserve = n > 0 ? n : 0; for (auto& s : m_slots) reserve_slot(s); }
 
   // A new split: clears the sums, keeps the layout and the buffers.
-  void clear() noexcept {
-    for (auto& s : m_slots) {
-      s.sum = s.count = 0;
-      s.adds = 0;
-      s.seen = false;
-      std::fill(s.tensor_sum.begin(), s.tensor_sum.end(), 0.0);
-      s.cat.clear();
-      s.cat_samples = 0;
-    }
-    m_batches = 0;
-  }
+  void clear() noexcept;
 
   // One batch of the metrics hook's result.
   template <class M>
@@ -105,44 +95,10 @@ class metric_accumulator {
 
   // The loss of one batch, counted once ("loss": the mean over batches).
   void add_loss(double loss) { add_mean("loss", mean_of(loss, 1.0)); }
-  void add_mean(std::string_view name, mean_of const& v) {
-    slot& s = named_slot(name, detail::reducer_kind::mean);
-    s.sum += v.sum;
-    s.count += v.count;
-    s.seen = true;
-    note_add(s);
-  }
+  void add_mean(std::string_view name, mean_of const& v);
 
   // The reduced values; under device residency this is the split's one read-back.
-  metric_values result() const {
-    metric_values out;
-    out.accumulated_on = m_where;
-    out.batches = m_batches;
-    for (auto const& s : m_slots) {
-      if (!s.seen) continue;
-      switch (s.kind) {
-        case detail::reducer_kind::mean:
-          out.scalars[s.name] = s.count != 0 ? s.sum / s.count : 0.0;
-          break;
-        case detail::reducer_kind::sum:
-          if (!s.is_tensor) out.scalars[s.name] = s.sum;
-          else if (s.shape.rank() == 0) out.scalars[s.name] = s.tensor_sum.empty() ? 0.0 : s.tensor_sum[0];
-          else {
-            Tensor t = Tensor::owned(s.shape);
-            for (std::size_t i = 0; i < s.tensor_sum.size(); ++i) t[static_cast<std::int64_t>(i)] = static_cast<float>(s.tensor_sum[i]);
-            out.tensors[s.name] = t;
-          }
-          break;
-        case detail::reducer_kind::concat: {
-          Tensor t = Tensor::owned(s.shape.with_last(s.cat_samples));
-          if (!s.cat.empty()) std::memcpy(t.data(), s.cat.data(), sizeof(float) * s.cat.size());
-          out.tensors[s.name] = t;
-          break;
-        }
-      }
-    }
-    return out;
-  }
+  metric_values result() const;
 
   std::int64_t batches() const noexcept { return m_batches; }
   std::size_t slot_count() const noexcept { return m_slots.size(); }
@@ -161,10 +117,7 @@ class metric_accumulator {
     std::int64_t cat_features = 0, cat_samples = 0;
   };
 
-  static cache_counter& buffers_cache() {
-    static cache_counter& c = runtime_cache("metrics.accumulator.buffers");
-    return c;
-  }
+  static cache_counter& buffers_cache();
 
   // Batches are counted per slot (the loss and the metrics struct each see every batch once).
   void note_add(slot& s) noexcept {
@@ -198,40 +151,11 @@ class metric_accumulator {
       new_slot(std::move(name), R::kind);
     }
   }
-  slot& new_slot(std::string name, detail::reducer_kind kind) {
-    for (auto const& s : m_slots)
-      if (s.name == name)
-        throw error("E-METRIC-007", "two metrics are called '" + name + "' (the loss is reported as 'loss')",
-                    "rename one of them");
-    m_slots.push_back({});
-    m_slots.back().name = std::move(name);
-    m_slots.back().kind = kind;
-    return m_slots.back();
-  }
-  slot& named_slot(std::string_view name, detail::reducer_kind kind) {
-    for (auto& s : m_slots)
-      if (s.name == name) return s;
-    // inserting before the metrics struct's slots would shift them: keep them at the end
-    if (m_type != nullptr) {
-      m_slots.insert(m_slots.begin() + static_cast<std::ptrdiff_t>(m_slots_base), slot{});
-      slot& s = m_slots[m_slots_base++];
-      s.name = std::string(name);
-      s.kind = kind;
-      return s;
-    }
-    return new_slot(std::string(name), kind);
-  }
-  void reserve_slot(slot& s) {
-    if (s.kind == detail::reducer_kind::concat && s.cat_features > 0 && m_reserve > 0)
-      s.cat.reserve(static_cast<std::size_t>(s.cat_features * m_reserve));
-  }
+  slot& new_slot(std::string name, detail::reducer_kind kind);
+  slot& named_slot(std::string_view name, detail::reducer_kind kind);
+  void reserve_slot(slot& s);
 
-  void add_member(std::size_t at, mean_of const& v) {
-    slot& s = m_slots[at];
-    s.sum += v.sum;
-    s.count += v.count;
-    s.seen = true;
-  }
+  void add_member(std::size_t at, mean_of const& v);
   template <class V>
   void add_member(std::size_t at, sum_of<V> const& v) {
     slot& s = m_slots[at];
@@ -249,9 +173,7 @@ class metric_accumulator {
         }
         s.shape = x.shape();
       } else if (!(s.shape == x.shape())) {
-        throw error("E-METRIC-002",
-                    "the summed metric '" + s.name + "' changed shape from " + s.shape.to_string() + " to " + x.shape().to_string(),
-                    "return tensors of one shape for a nitro::sum_of metric in every batch");
+        detail::summed_metric_changed_shape(s.name, s.shape, x.shape());
       }
       for (std::int64_t i = 0; i < x.numel(); ++i) s.tensor_sum[static_cast<std::size_t>(i)] += static_cast<double>(x[i]);
     }
@@ -274,10 +196,7 @@ class metric_accumulator {
   template <class T>
   void append(slot& s, basic_tensor<T> const& x, std::int64_t samples) {
     const std::int64_t n = batch_of(x);
-    if (n != samples)
-      throw error("E-METRIC-007", "the concatenated metric '" + s.name + "' has " + std::to_string(n) +
-                                      " samples in this batch, but its sibling members have " + std::to_string(samples),
-                  "give every member of a nitro::concat_of struct the batch extent last");
+    if (n != samples) detail::concat_members_disagree(s.name, n, samples);
     const std::int64_t f = x.rank() <= 1 ? 1 : x.features();
     const nitro::shape one = x.rank() == 0 ? nitro::shape{1} : x.shape().with_last(1);
     if (!s.seen) {
@@ -286,10 +205,7 @@ class metric_accumulator {
       s.shape = one;
       reserve_slot(s);
     } else if (!(s.shape == one)) {
-      throw error("E-METRIC-002",
-                  "the concatenated metric '" + s.name + "' changed its per-sample shape from " + s.shape.to_string() + " to " +
-                      one.to_string(),
-                  "return one per-sample shape for a nitro::concat_of metric in every batch");
+      detail::concat_metric_changed_shape(s.name, s.shape, one);
     }
     const std::size_t need = s.cat.size() + static_cast<std::size_t>(f * n);
     if (need > s.cat.capacity()) buffers_cache().miss(); else buffers_cache().hit();
@@ -369,3 +285,127 @@ constexpr bool evaluation_reports_loss(bool has_loss, bool has_metrics, bool eva
 }
 
 }  // namespace nitro
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro {
+
+NITRO_RUNTIME_INLINE void detail::summed_metric_changed_shape(std::string const& name, shape const& from, shape const& to) {
+  throw error("E-METRIC-002", "the summed metric '" + name + "' changed shape from " + from.to_string() + " to " + to.to_string(),
+              "return tensors of one shape for a nitro::sum_of metric in every batch");
+}
+
+NITRO_RUNTIME_INLINE void detail::concat_metric_changed_shape(std::string const& name, shape const& from, shape const& to) {
+  throw error("E-METRIC-002",
+              "the concatenated metric '" + name + "' changed its per-sample shape from " + from.to_string() + " to " + to.to_string(),
+              "return one per-sample shape for a nitro::concat_of metric in every batch");
+}
+
+NITRO_RUNTIME_INLINE void detail::concat_members_disagree(std::string const& name, std::int64_t n, std::int64_t samples) {
+  throw error("E-METRIC-007",
+              "the concatenated metric '" + name + "' has " + std::to_string(n) + " samples in this batch, but its sibling members have " +
+                  std::to_string(samples),
+              "give every member of a nitro::concat_of struct the batch extent last");
+}
+
+NITRO_RUNTIME_INLINE void metric_accumulator::set_residency(residency where) {
+  if (where == residency::graph_const)
+    throw error("E-METRIC-005", "metrics_residency returned GraphConst, which is not a place to accumulate",
+                "return nitro::residency::device or nitro::residency::host");
+  m_where = where;
+}
+
+NITRO_RUNTIME_INLINE void metric_accumulator::clear() noexcept {
+  for (auto& s : m_slots) {
+    s.sum = s.count = 0;
+    s.adds = 0;
+    s.seen = false;
+    std::fill(s.tensor_sum.begin(), s.tensor_sum.end(), 0.0);
+    s.cat.clear();
+    s.cat_samples = 0;
+  }
+  m_batches = 0;
+}
+
+NITRO_RUNTIME_INLINE void metric_accumulator::add_mean(std::string_view name, mean_of const& v) {
+  slot& s = named_slot(name, detail::reducer_kind::mean);
+  s.sum += v.sum;
+  s.count += v.count;
+  s.seen = true;
+  note_add(s);
+}
+
+NITRO_RUNTIME_INLINE metric_values metric_accumulator::result() const {
+  metric_values out;
+  out.accumulated_on = m_where;
+  out.batches = m_batches;
+  for (auto const& s : m_slots) {
+    if (!s.seen) continue;
+    switch (s.kind) {
+      case detail::reducer_kind::mean:
+        out.scalars[s.name] = s.count != 0 ? s.sum / s.count : 0.0;
+        break;
+      case detail::reducer_kind::sum:
+        if (!s.is_tensor) out.scalars[s.name] = s.sum;
+        else if (s.shape.rank() == 0) out.scalars[s.name] = s.tensor_sum.empty() ? 0.0 : s.tensor_sum[0];
+        else {
+          Tensor t = Tensor::owned(s.shape);
+          for (std::size_t i = 0; i < s.tensor_sum.size(); ++i) t[static_cast<std::int64_t>(i)] = static_cast<float>(s.tensor_sum[i]);
+          out.tensors[s.name] = t;
+        }
+        break;
+      case detail::reducer_kind::concat: {
+        Tensor t = Tensor::owned(s.shape.with_last(s.cat_samples));
+        if (!s.cat.empty()) std::memcpy(t.data(), s.cat.data(), sizeof(float) * s.cat.size());
+        out.tensors[s.name] = t;
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+NITRO_RUNTIME_INLINE cache_counter& metric_accumulator::buffers_cache() {
+  static cache_counter& c = runtime_cache("metrics.accumulator.buffers");
+  return c;
+}
+
+NITRO_RUNTIME_INLINE void metric_accumulator::reserve_slot(slot& s) {
+  if (s.kind == detail::reducer_kind::concat && s.cat_features > 0 && m_reserve > 0)
+    s.cat.reserve(static_cast<std::size_t>(s.cat_features * m_reserve));
+}
+
+NITRO_RUNTIME_INLINE void metric_accumulator::add_member(std::size_t at, mean_of const& v) {
+  slot& s = m_slots[at];
+  s.sum += v.sum;
+  s.count += v.count;
+  s.seen = true;
+}
+
+NITRO_RUNTIME_INLINE metric_accumulator::slot& metric_accumulator::new_slot(std::string name, detail::reducer_kind kind) {
+  for (auto const& s : m_slots)
+    if (s.name == name)
+      throw error("E-METRIC-007", "two metrics are called '" + name + "' (the loss is reported as 'loss')",
+                  "rename one of them");
+  m_slots.push_back({});
+  m_slots.back().name = std::move(name);
+  m_slots.back().kind = kind;
+  return m_slots.back();
+}
+
+NITRO_RUNTIME_INLINE metric_accumulator::slot& metric_accumulator::named_slot(std::string_view name, detail::reducer_kind kind) {
+  for (auto& s : m_slots)
+    if (s.name == name) return s;
+  // inserting before the metrics struct's slots would shift them: keep them at the end
+  if (m_type != nullptr) {
+    m_slots.insert(m_slots.begin() + static_cast<std::ptrdiff_t>(m_slots_base), slot{});
+    slot& s = m_slots[m_slots_base++];
+    s.name = std::string(name);
+    s.kind = kind;
+    return s;
+  }
+  return new_slot(std::string(name), kind);
+}
+
+}  // namespace nitro
+#endif  // !NITRO_RUNTIME_EXTERN

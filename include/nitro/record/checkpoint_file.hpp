@@ -58,6 +58,29 @@ struct checkpoint_info {
   std::int64_t seq = 0;             // write order within the run (set by the checkpointer)
 };
 
+// What a checkpoint records beside its tensors, its position and its metrics, in plain values: the
+// handle fills it, and checkpoint_info's JSON members are made from it once (nitro::runtime), not
+// in every trainer.
+struct checkpoint_notes {
+  std::string metadata_json = "{}";  // the record's metadata: an object with a "selection", or the selection
+  std::string program;               // the program key, when the selection has none
+  struct group {
+    std::string name, rule, anchor;
+    std::size_t leaves = 0;
+    std::int64_t params = 0;
+  };
+  std::vector<group> groups;               // the parameter-group layout
+  std::optional<std::int64_t> ema_updates;  // with an EMA
+  struct monitor_state {
+    double best = 0;
+    std::int64_t best_step = -1;
+    std::int64_t wait = 0;
+  };
+  std::optional<monitor_state> monitor;  // once the monitor has a best
+};
+// info.selection, .groups and .extra from the notes (a selection that is not an object: {}).
+NITRO_RUNTIME_INLINE void note_checkpoint(checkpoint_info& info, checkpoint_notes const& notes);
+
 namespace detail {
 inline std::string metrics_json(std::map<std::string, double> const& m) {
   nlohmann::json j = nlohmann::json::object();
@@ -234,6 +257,25 @@ NITRO_RUNTIME_INLINE resume_point resume_point_of(checkpoint_info const& info, s
 // ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
 #if !NITRO_RUNTIME_EXTERN
 namespace nitro {
+
+NITRO_RUNTIME_INLINE void note_checkpoint(checkpoint_info& info, checkpoint_notes const& notes) {
+  try {
+    auto meta = nlohmann::json::parse(notes.metadata_json);
+    info.selection = meta.is_object() && meta.contains("selection") ? meta["selection"] : meta;
+  } catch (nlohmann::json::exception const&) {
+    info.selection = nlohmann::json::object();
+  }
+  if (!info.selection.is_object()) info.selection = nlohmann::json::object();
+  if (!info.selection.contains("program")) info.selection["program"] = notes.program;
+  for (auto const& g : notes.groups)
+    info.groups[g.name] = {{"leaves", g.leaves}, {"params", g.params}, {"rule", g.rule}, {"anchor", g.anchor}};
+  if (notes.ema_updates) info.extra["ema_updates"] = *notes.ema_updates;
+  if (notes.monitor) {
+    info.extra["monitor_best"] = notes.monitor->best;
+    info.extra["monitor_best_step"] = notes.monitor->best_step;
+    info.extra["monitor_wait"] = notes.monitor->wait;
+  }
+}
 
 NITRO_RUNTIME_INLINE void write_checkpoint_metadata(safetensors_writer& w, checkpoint_info const& info) {
   w.metadata("format", "nitro.checkpoint");

@@ -8,6 +8,8 @@
 // naming the file and the system's reason.
 #pragma once
 
+#include "nitro/core/runtime.hpp"
+
 #include "nitro/core/error.hpp"
 #include "nitro/record/atomic_file.hpp"
 
@@ -24,12 +26,34 @@
 namespace nitro {
 
 namespace detail {
-[[noreturn]] inline void record_io_error(std::string const& what, std::string const& path) {
+[[noreturn]] NITRO_RUNTIME_INLINE void record_io_error(std::string const& what, std::string const& path);
+NITRO_RUNTIME_INLINE void record_write_all(int fd, char const* p, std::size_t n, std::string const& path);
+}  // namespace detail
+
+// Replaces `path` with `content`: a reader sees the old file or the new one, whole
+// (record/atomic_file.hpp, the one writer of whole files).
+NITRO_RUNTIME_INLINE void write_record_atomic(std::string const& path, std::string const& content);
+
+// Appends one line (a newline is added) with a single write, so concurrent readers never see a
+// line cut in two by a crash between two writes.
+NITRO_RUNTIME_INLINE void append_record_line(std::string const& path, std::string const& line, bool sync = false);
+
+// The whole file, or E-REC-002 when it cannot be read.
+NITRO_RUNTIME_INLINE std::string read_record_file(std::string const& path);
+
+}  // namespace nitro
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro::detail {
+
+NITRO_RUNTIME_INLINE void record_io_error(std::string const& what, std::string const& path) {
   const int e = errno;
   throw error("E-REC-001", "could not " + what + " " + path + ": " + std::strerror(e),
               "check that the run folder is writable and the disk is not full (--run-dir chooses another folder)");
 }
-inline void record_write_all(int fd, char const* p, std::size_t n, std::string const& path) {
+
+NITRO_RUNTIME_INLINE void record_write_all(int fd, char const* p, std::size_t n, std::string const& path) {
   while (n > 0) {
     ssize_t w = ::write(fd, p, n);
     if (w < 0) {
@@ -41,15 +65,14 @@ inline void record_write_all(int fd, char const* p, std::size_t n, std::string c
     n -= static_cast<std::size_t>(w);
   }
 }
-}  // namespace detail
 
-// Replaces `path` with `content`: a reader sees the old file or the new one, whole
-// (record/atomic_file.hpp, the one writer of whole files).
-inline void write_record_atomic(std::string const& path, std::string const& content) { atomic_write(path, content, "record"); }
+}  // namespace nitro::detail
 
-// Appends one line (a newline is added) with a single write, so concurrent readers never see a
-// line cut in two by a crash between two writes.
-inline void append_record_line(std::string const& path, std::string const& line, bool sync = false) {
+namespace nitro {
+
+NITRO_RUNTIME_INLINE void write_record_atomic(std::string const& path, std::string const& content) { atomic_write(path, content, "record"); }
+
+NITRO_RUNTIME_INLINE void append_record_line(std::string const& path, std::string const& line, bool sync) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) detail::record_io_error("open", path);
   std::string l = line + "\n";
@@ -58,8 +81,7 @@ inline void append_record_line(std::string const& path, std::string const& line,
   ::close(fd);
 }
 
-// The whole file, or E-REC-002 when it cannot be read.
-inline std::string read_record_file(std::string const& path) {
+NITRO_RUNTIME_INLINE std::string read_record_file(std::string const& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw error("E-REC-002", "could not read " + path + (std::filesystem::exists(path) ? "" : ": no such file"),
@@ -70,3 +92,4 @@ inline std::string read_record_file(std::string const& path) {
 }
 
 }  // namespace nitro
+#endif  // !NITRO_RUNTIME_EXTERN

@@ -24,6 +24,8 @@
 // What a reference names on disk is record/weights_resolve.hpp's resolve(ref, context).
 #pragma once
 
+#include "nitro/core/runtime.hpp"
+
 #include "nitro/core/error.hpp"
 #include "nitro/core/meta.hpp"
 
@@ -44,11 +46,7 @@ namespace nitro {
 
 // ---- checkpoints ---------------------------------------------------------------------------------
 namespace detail {
-inline std::int64_t checked_count(std::int64_t n, char const* what) {
-  if (n < 1)
-    throw error("E-CKPT-025", std::string(what) + "(" + std::to_string(n) + ") names no checkpoint", std::string("use ") + what + "(n) with n >= 1");
-  return n;
-}
+NITRO_RUNTIME_INLINE std::int64_t checked_count(std::int64_t n, char const* what);
 }  // namespace detail
 
 struct Best {
@@ -93,11 +91,11 @@ struct checkpoint_pick {
     return average ? "Average(" + s + ")" : s;
   }
 };
-inline checkpoint_pick to_pick(Best b) { return {true, b.n, false}; }
-inline checkpoint_pick to_pick(Last l) { return {false, l.n, false}; }
-inline checkpoint_pick to_pick(best_t) { return {true, 1, false}; }
-inline checkpoint_pick to_pick(latest_t) { return {false, 1, false}; }
-inline checkpoint_pick to_pick(Average a) { return {a.best, a.n, true}; }
+NITRO_RUNTIME_INLINE checkpoint_pick to_pick(Best b);
+NITRO_RUNTIME_INLINE checkpoint_pick to_pick(Last l);
+NITRO_RUNTIME_INLINE checkpoint_pick to_pick(best_t);
+NITRO_RUNTIME_INLINE checkpoint_pick to_pick(latest_t);
+NITRO_RUNTIME_INLINE checkpoint_pick to_pick(Average a);
 
 template <class P>
 concept checkpoint_part = std::same_as<P, Best> || std::same_as<P, Last> || std::same_as<P, best_t> || std::same_as<P, latest_t> || std::same_as<P, Average>;
@@ -258,65 +256,11 @@ class resume_ref {
 };
 
 namespace detail {
-inline std::string_view trim_ws(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
+NITRO_RUNTIME_INLINE std::string_view trim_ws(std::string_view s);
 // "Best(3)" -> 3 (for fn = "Best"); nullopt when s is not fn(...). A non-number count is E-CKPT-033.
-inline std::optional<std::int64_t> count_of(std::string_view s, std::string_view fn, std::string_view whole) {
-  if (!(s.size() > fn.size() + 1 && s.substr(0, fn.size()) == fn && s[fn.size()] == '(' && s.back() == ')')) return std::nullopt;
-  const std::string_view digits = trim_ws(s.substr(fn.size() + 1, s.size() - fn.size() - 2));
-  std::int64_t n = 0;
-  if (digits.empty() || digits.size() > 12 || digits.find_first_not_of("0123456789") != std::string_view::npos)
-    throw error("E-CKPT-033", "\"" + std::string(whole) + "\": " + std::string(fn) + "(...) takes a count, got \"" + std::string(digits) + "\"",
-                "write " + std::string(fn) + "(n) with n a whole number >= 1, e.g. " + std::string(fn) + "(3)");
-  for (char c : digits) n = n * 10 + (c - '0');
-  return checked_count(n, fn == "Best" ? "Best" : "Last");
-}
-inline std::optional<checkpoint_pick> checkpoint_part_of(std::string_view s, std::string_view whole) {
-  s = trim_ws(s);
-  if (s == "best") return checkpoint_pick{true, 1, false};
-  if (s == "latest") return checkpoint_pick{false, 1, false};
-  if (auto n = count_of(s, "Best", whole)) return checkpoint_pick{true, *n, false};
-  if (auto n = count_of(s, "Last", whole)) return checkpoint_pick{false, *n, false};
-  constexpr std::string_view avg = "Average(";
-  if (s.size() > avg.size() && s.substr(0, avg.size()) == avg && s.back() == ')') {
-    const std::string_view inner = trim_ws(s.substr(avg.size(), s.size() - avg.size() - 1));
-    if (auto n = count_of(inner, "Best", whole)) return checkpoint_pick{true, *n, true};
-    if (auto n = count_of(inner, "Last", whole)) return checkpoint_pick{false, *n, true};
-    throw error("E-CKPT-033", "\"" + std::string(whole) + "\": Average(...) takes Best(n) or Last(n)",
-                "write Average(Last(n)) for the mean of the n latest checkpoints, Average(Best(n)) for the n best");
-  }
-  return std::nullopt;
-}
+NITRO_RUNTIME_INLINE std::optional<std::int64_t> count_of(std::string_view s, std::string_view fn, std::string_view whole);
+NITRO_RUNTIME_INLINE std::optional<checkpoint_pick> checkpoint_part_of(std::string_view s, std::string_view whole);
 }  // namespace detail
-
-inline weights_ref weights_ref::from_text(std::string_view text) {
-  const std::string_view t = detail::trim_ws(text);
-  const auto bad = [&](std::string const& what) {
-    return error("E-CKPT-033", "\"" + std::string(text) + "\" " + what,
-                 "write a path, or [run >>] checkpoint: run = latest | all | a run's slug; checkpoint = best | latest | Best(n) | "
-                 "Last(n) | Average(Best(n)) | Average(Last(n))");
-  };
-  if (t.empty()) throw bad("names no weights");
-  if (const auto arrow = t.find(">>"); arrow != std::string_view::npos) {
-    const std::string_view run_text = detail::trim_ws(t.substr(0, arrow));
-    auto pick = detail::checkpoint_part_of(t.substr(arrow + 2), text);
-    if (!pick) throw bad("has no checkpoint after >>");
-    if (run_text.empty()) throw bad("has no run before >>");
-    run_pick run;
-    if (run_text == "latest") run.k = run_pick::kind::latest;
-    else if (run_text == "all") run.k = run_pick::kind::all;
-    else {
-      run.k = run_pick::kind::id;
-      run.id = std::string(run_text);
-    }
-    return weights_ref(std::move(run), *pick);
-  }
-  if (auto pick = detail::checkpoint_part_of(t, text)) return weights_ref(run_pick{}, *pick);
-  return weights_ref(std::filesystem::path(std::string(t)));
-}
 
 // What the handle calls on a keyword's value: a reference, or a compile error naming the value.
 template <class V>
@@ -391,3 +335,98 @@ eval_weights_ref to_eval_weights_ref(V const& v) {
 }
 
 }  // namespace nitro
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro::detail {
+
+NITRO_RUNTIME_INLINE std::int64_t checked_count(std::int64_t n, char const* what) {
+  if (n < 1)
+    throw error("E-CKPT-025", std::string(what) + "(" + std::to_string(n) + ") names no checkpoint", std::string("use ") + what + "(n) with n >= 1");
+  return n;
+}
+
+}  // namespace nitro::detail
+
+namespace nitro {
+
+NITRO_RUNTIME_INLINE checkpoint_pick to_pick(Best b) { return {true, b.n, false}; }
+
+NITRO_RUNTIME_INLINE checkpoint_pick to_pick(Last l) { return {false, l.n, false}; }
+
+NITRO_RUNTIME_INLINE checkpoint_pick to_pick(best_t) { return {true, 1, false}; }
+
+NITRO_RUNTIME_INLINE checkpoint_pick to_pick(latest_t) { return {false, 1, false}; }
+
+NITRO_RUNTIME_INLINE checkpoint_pick to_pick(Average a) { return {a.best, a.n, true}; }
+
+}  // namespace nitro
+
+namespace nitro::detail {
+
+NITRO_RUNTIME_INLINE std::string_view trim_ws(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+NITRO_RUNTIME_INLINE std::optional<std::int64_t> count_of(std::string_view s, std::string_view fn, std::string_view whole) {
+  if (!(s.size() > fn.size() + 1 && s.substr(0, fn.size()) == fn && s[fn.size()] == '(' && s.back() == ')')) return std::nullopt;
+  const std::string_view digits = trim_ws(s.substr(fn.size() + 1, s.size() - fn.size() - 2));
+  std::int64_t n = 0;
+  if (digits.empty() || digits.size() > 12 || digits.find_first_not_of("0123456789") != std::string_view::npos)
+    throw error("E-CKPT-033", "\"" + std::string(whole) + "\": " + std::string(fn) + "(...) takes a count, got \"" + std::string(digits) + "\"",
+                "write " + std::string(fn) + "(n) with n a whole number >= 1, e.g. " + std::string(fn) + "(3)");
+  for (char c : digits) n = n * 10 + (c - '0');
+  return checked_count(n, fn == "Best" ? "Best" : "Last");
+}
+
+NITRO_RUNTIME_INLINE std::optional<checkpoint_pick> checkpoint_part_of(std::string_view s, std::string_view whole) {
+  s = trim_ws(s);
+  if (s == "best") return checkpoint_pick{true, 1, false};
+  if (s == "latest") return checkpoint_pick{false, 1, false};
+  if (auto n = count_of(s, "Best", whole)) return checkpoint_pick{true, *n, false};
+  if (auto n = count_of(s, "Last", whole)) return checkpoint_pick{false, *n, false};
+  constexpr std::string_view avg = "Average(";
+  if (s.size() > avg.size() && s.substr(0, avg.size()) == avg && s.back() == ')') {
+    const std::string_view inner = trim_ws(s.substr(avg.size(), s.size() - avg.size() - 1));
+    if (auto n = count_of(inner, "Best", whole)) return checkpoint_pick{true, *n, true};
+    if (auto n = count_of(inner, "Last", whole)) return checkpoint_pick{false, *n, true};
+    throw error("E-CKPT-033", "\"" + std::string(whole) + "\": Average(...) takes Best(n) or Last(n)",
+                "write Average(Last(n)) for the mean of the n latest checkpoints, Average(Best(n)) for the n best");
+  }
+  return std::nullopt;
+}
+
+}  // namespace nitro::detail
+
+namespace nitro {
+
+NITRO_RUNTIME_INLINE weights_ref weights_ref::from_text(std::string_view text) {
+  const std::string_view t = detail::trim_ws(text);
+  const auto bad = [&](std::string const& what) {
+    return error("E-CKPT-033", "\"" + std::string(text) + "\" " + what,
+                 "write a path, or [run >>] checkpoint: run = latest | all | a run's slug; checkpoint = best | latest | Best(n) | "
+                 "Last(n) | Average(Best(n)) | Average(Last(n))");
+  };
+  if (t.empty()) throw bad("names no weights");
+  if (const auto arrow = t.find(">>"); arrow != std::string_view::npos) {
+    const std::string_view run_text = detail::trim_ws(t.substr(0, arrow));
+    auto pick = detail::checkpoint_part_of(t.substr(arrow + 2), text);
+    if (!pick) throw bad("has no checkpoint after >>");
+    if (run_text.empty()) throw bad("has no run before >>");
+    run_pick run;
+    if (run_text == "latest") run.k = run_pick::kind::latest;
+    else if (run_text == "all") run.k = run_pick::kind::all;
+    else {
+      run.k = run_pick::kind::id;
+      run.id = std::string(run_text);
+    }
+    return weights_ref(std::move(run), *pick);
+  }
+  if (auto pick = detail::checkpoint_part_of(t, text)) return weights_ref(run_pick{}, *pick);
+  return weights_ref(std::filesystem::path(std::string(t)));
+}
+
+}  // namespace nitro
+#endif  // !NITRO_RUNTIME_EXTERN

@@ -10,6 +10,8 @@
 // reads the one file, or averages several, into a validated safetensors_file.
 #pragma once
 
+#include "nitro/core/runtime.hpp"
+
 #include "nitro/core/error.hpp"
 #include "nitro/record/checkpoint.hpp"
 #include "nitro/record/safetensors.hpp"
@@ -59,23 +61,58 @@ struct resolved_weights {
 
 namespace detail {
 
-inline std::filesystem::path checkpoints_of(std::filesystem::path const& run) { return run / "checkpoints"; }
+NITRO_RUNTIME_INLINE std::filesystem::path checkpoints_of(std::filesystem::path const& run);
 
-inline bool same_dir(std::filesystem::path const& a, std::filesystem::path const& b) {
+NITRO_RUNTIME_INLINE bool same_dir(std::filesystem::path const& a, std::filesystem::path const& b);
+
+NITRO_RUNTIME_INLINE void require_runs_dir(resolve_context const& ctx);
+
+// Every run directory under the runs directory (sorted by name).
+NITRO_RUNTIME_INLINE std::vector<std::filesystem::path> run_directories(resolve_context const& ctx);
+NITRO_RUNTIME_INLINE bool has_index(std::filesystem::path const& run);
+NITRO_RUNTIME_INLINE std::string list_names(std::vector<std::filesystem::path> const& runs);
+
+NITRO_RUNTIME_INLINE std::filesystem::path find_run(run_pick const& run, resolve_context const& ctx);
+
+struct candidate {
+  std::filesystem::path run;
+  checkpoint_entry entry;
+};
+
+NITRO_RUNTIME_INLINE std::vector<candidate> choose(std::vector<candidate> all, std::string const& monitor, monitor_mode mode, checkpoint_pick const& pick,
+                                     std::string const& where, std::string const& ref);
+
+}  // namespace detail
+
+// The files a reference names. Path references must exist; run references read the runs' indexes.
+NITRO_RUNTIME_INLINE resolved_weights resolve(weights_ref const& ref, resolve_context const& ctx);
+template <std::same_as<resume_ref> R>  // only a resume_ref itself: other values convert to weights_ref
+resolved_weights resolve(R const& ref, resolve_context const& ctx) {
+  return resolve(ref.ref(), ctx);
+}
+
+}  // namespace nitro
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro::detail {
+
+NITRO_RUNTIME_INLINE std::filesystem::path checkpoints_of(std::filesystem::path const& run) { return run / "checkpoints"; }
+
+NITRO_RUNTIME_INLINE bool same_dir(std::filesystem::path const& a, std::filesystem::path const& b) {
   if (a.empty() || b.empty()) return false;
   std::error_code ec;
   return std::filesystem::equivalent(a, b, ec);
 }
 
-inline void require_runs_dir(resolve_context const& ctx) {
+NITRO_RUNTIME_INLINE void require_runs_dir(resolve_context const& ctx) {
   std::error_code ec;
   if (!std::filesystem::is_directory(ctx.runs_dir, ec))
     throw error("E-CKPT-020", "the runs directory '" + ctx.runs_dir.string() + "' does not exist, so it holds no run to take weights from",
                 "train a run first, or pass run_dir = the directory that holds your runs");
 }
 
-// Every run directory under the runs directory (sorted by name).
-inline std::vector<std::filesystem::path> run_directories(resolve_context const& ctx) {
+NITRO_RUNTIME_INLINE std::vector<std::filesystem::path> run_directories(resolve_context const& ctx) {
   require_runs_dir(ctx);
   std::vector<std::filesystem::path> r;
   std::error_code ec;
@@ -84,11 +121,13 @@ inline std::vector<std::filesystem::path> run_directories(resolve_context const&
   std::sort(r.begin(), r.end());
   return r;
 }
-inline bool has_index(std::filesystem::path const& run) {
+
+NITRO_RUNTIME_INLINE bool has_index(std::filesystem::path const& run) {
   std::error_code ec;
   return std::filesystem::exists(checkpoints_of(run) / checkpoint_index::file_name, ec);
 }
-inline std::string list_names(std::vector<std::filesystem::path> const& runs) {
+
+NITRO_RUNTIME_INLINE std::string list_names(std::vector<std::filesystem::path> const& runs) {
   std::string s;
   std::size_t shown = 0;
   for (auto const& r : runs) {
@@ -98,7 +137,7 @@ inline std::string list_names(std::vector<std::filesystem::path> const& runs) {
   return s.empty() ? "none" : s;
 }
 
-inline std::filesystem::path find_run(run_pick const& run, resolve_context const& ctx) {
+NITRO_RUNTIME_INLINE std::filesystem::path find_run(run_pick const& run, resolve_context const& ctx) {
   using K = run_pick::kind;
   if (run.k == K::directory) {
     std::error_code ec;
@@ -142,12 +181,7 @@ inline std::filesystem::path find_run(run_pick const& run, resolve_context const
   return chosen;
 }
 
-struct candidate {
-  std::filesystem::path run;
-  checkpoint_entry entry;
-};
-
-inline std::vector<candidate> choose(std::vector<candidate> all, std::string const& monitor, monitor_mode mode, checkpoint_pick const& pick,
+NITRO_RUNTIME_INLINE std::vector<candidate> choose(std::vector<candidate> all, std::string const& monitor, monitor_mode mode, checkpoint_pick const& pick,
                                      std::string const& where, std::string const& ref) {
   if (all.empty())
     throw error("E-CKPT-023", where + " has no checkpoints yet", "train it with a checkpointer first, or name a file: nitro::weights = \"path.safetensors\"");
@@ -189,10 +223,11 @@ inline std::vector<candidate> choose(std::vector<candidate> all, std::string con
   return out;
 }
 
-}  // namespace detail
+}  // namespace nitro::detail
 
-// The files a reference names. Path references must exist; run references read the runs' indexes.
-inline resolved_weights resolve(weights_ref const& ref, resolve_context const& ctx) {
+namespace nitro {
+
+NITRO_RUNTIME_INLINE resolved_weights resolve(weights_ref const& ref, resolve_context const& ctx) {
   resolved_weights out;
   out.reference = ref.to_string();
   if (ref.which() == weights_ref::kind::path) {
@@ -254,9 +289,6 @@ inline resolved_weights resolve(weights_ref const& ref, resolve_context const& c
   out.average = ref.pick().average;
   return out;
 }
-template <std::same_as<resume_ref> R>  // only a resume_ref itself: other values convert to weights_ref
-resolved_weights resolve(R const& ref, resolve_context const& ctx) {
-  return resolve(ref.ref(), ctx);
-}
 
 }  // namespace nitro
+#endif  // !NITRO_RUNTIME_EXTERN

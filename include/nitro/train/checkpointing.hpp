@@ -16,8 +16,6 @@
 #include "nitro/record/weights_resolve.hpp"
 #include "nitro/train/handle_state.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>    // any_of
 #include <cstdint>      // int64_t
 #include <filesystem>   // the run directory
@@ -181,22 +179,14 @@ void write(S& s) {
                        .batch_size = s.m_kw.batch_size.value};
   if (s.m_valid_step == s.step())  // metrics rank a checkpoint only when they are its own step's
     for (auto const& [key, v] : s.m_last_valid.scalars) info.metrics["valid." + key] = v;
-  try {
-    auto meta = nlohmann::json::parse(s.m_metadata_json);
-    info.selection = meta.is_object() && meta.contains("selection") ? meta["selection"] : meta;
-  } catch (nlohmann::json::exception const&) {
-    info.selection = nlohmann::json::object();
-  }
-  if (!info.selection.is_object()) info.selection = nlohmann::json::object();
-  if (!info.selection.contains("program")) info.selection["program"] = program_key<typename S::experiment_type>();
-  for (auto const& g : s.m_opt->group_infos())
-    info.groups[g.name] = {{"leaves", g.leaves}, {"params", g.params}, {"rule", g.rule}, {"anchor", g.anchor}};
-  if (ema) info.extra["ema_updates"] = s.m_run.ema().updates();
-  if (s.m_run.begun() && s.m_run.monitor().best_step() >= 0) {
-    info.extra["monitor_best"] = s.m_run.monitor().best();
-    info.extra["monitor_best_step"] = s.m_run.monitor().best_step();
-    info.extra["monitor_wait"] = s.m_run.monitor().wait();
-  }
+  checkpoint_notes notes;
+  notes.metadata_json = s.m_metadata_json;
+  notes.program = program_key<typename S::experiment_type>();
+  for (auto const& g : s.m_opt->group_infos()) notes.groups.push_back({g.name, g.rule, g.anchor, g.leaves, g.params});
+  if (ema) notes.ema_updates = s.m_run.ema().updates();
+  if (s.m_run.begun() && s.m_run.monitor().best_step() >= 0)
+    notes.monitor = checkpoint_notes::monitor_state{s.m_run.monitor().best(), s.m_run.monitor().best_step(), s.m_run.monitor().wait()};
+  note_checkpoint(info, notes);
   s.m_ckpt->save(w, std::move(info));  // file, then index, then pruning; all atomic
 }
 

@@ -102,8 +102,10 @@ void begin_run(S& s, train_options const& opt, std::int64_t steps_per_epoch, std
   if (s.m_loaded_monitor) s.m_run.monitor().restore(s.m_loaded_monitor->best, s.m_loaded_monitor->best_step, s.m_loaded_monitor->wait);
 }
 
-template <class S, class Loader, class Report>
-std::vector<epoch_summary> train_loop(S& s, Loader& ld, train_options const& opt, Report const& report) {
+// One loop for one process and for a rank of a data-parallel job: a shard_loader is a loader that
+// reads its rank's columns, so the loop is compiled once per experiment.
+template <class S, class Report>
+std::vector<epoch_summary> train_loop(S& s, data::loader<typename S::batch_type>& ld, train_options const& opt, Report const& report) {
   auto const& split = s.m_data.split("train");
   const std::int64_t bs = s.m_kw.batch_size.value;
   if (ld.batches_per_epoch() == 0)
@@ -215,7 +217,7 @@ std::vector<epoch_summary> train(S& s, train_options const& opt, Report const& r
   const data::loader_options lo = s.loader_options_for("train");
   if (s.m_dist) {  // this rank's shard of every global batch of the same permutation
     dist::shard_loader<batch_type> ld(split, lo, s.m_dist->rank(), s.m_dist->size());
-    return train_loop(s, ld, opt, report);
+    return train_loop(s, static_cast<data::loader<batch_type>&>(ld), opt, report);
   }
   data::loader<batch_type> ld(split, lo);
   return train_loop(s, ld, opt, report);

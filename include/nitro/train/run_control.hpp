@@ -47,17 +47,7 @@ namespace nitro {
 // autolog_schedules logs them; setting a value allocates nothing.
 class scheduled_values {
  public:
-  std::size_t declare(std::string_view name) {
-    for (std::size_t i = 0; i < m_names.size(); ++i)
-      if (m_names[i] == name) return i;
-    if (m_frozen)
-      throw error("E-LOG-003", "the scheduled value '" + std::string(name) + "' was declared after the run began",
-                  "declare every scheduled value (run_control::schedules().declare) before run_control::begin");
-    m_names.emplace_back(name);
-    m_values.push_back(0.0);
-    m_set.push_back(false);
-    return m_names.size() - 1;
-  }
+  std::size_t declare(std::string_view name);
   void set(std::size_t slot, double value) noexcept {
     m_values[slot] = value;
     m_set[slot] = true;
@@ -199,6 +189,18 @@ class run_control {
 // ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
 #if !NITRO_RUNTIME_EXTERN
 namespace nitro {
+
+NITRO_RUNTIME_INLINE std::size_t scheduled_values::declare(std::string_view name) {
+  for (std::size_t i = 0; i < m_names.size(); ++i)
+    if (m_names[i] == name) return i;
+  if (m_frozen)
+    throw error("E-LOG-003", "the scheduled value '" + std::string(name) + "' was declared after the run began",
+                "declare every scheduled value (run_control::schedules().declare) before run_control::begin");
+  m_names.emplace_back(name);
+  m_values.push_back(0.0);
+  m_set.push_back(false);
+  return m_names.size() - 1;
+}
 
 NITRO_RUNTIME_INLINE run_control::run_control(run_control_options opt, logger_set loggers) : m_opt(std::move(opt)), m_loggers(std::move(loggers)), m_divergence(m_opt.divergence), m_stopper(m_opt.early_stop, m_opt.monitor) {
   m_opt.ema.validate();

@@ -4,6 +4,8 @@
 // suggested only when it is close for its length, so a wild guess gets the list instead.
 #pragma once
 
+#include "nitro/core/runtime.hpp"
+
 #include <algorithm>    // min
 #include <cstddef>      // size_t
 #include <string>       // suggestions
@@ -12,22 +14,7 @@
 
 namespace nitro::detail {
 
-inline std::size_t edit_distance(std::string_view a, std::string_view b) {
-  const std::size_t n = a.size(), m = b.size();
-  std::vector<std::size_t> prev2(m + 1), prev(m + 1), cur(m + 1);
-  for (std::size_t j = 0; j <= m; ++j) prev[j] = j;
-  for (std::size_t i = 1; i <= n; ++i) {
-    cur[0] = i;
-    for (std::size_t j = 1; j <= m; ++j) {
-      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) cur[j] = std::min(cur[j], prev2[j - 2] + 1);
-    }
-    prev2.swap(prev);
-    prev.swap(cur);
-  }
-  return prev[m];
-}
+NITRO_RUNTIME_INLINE std::size_t edit_distance(std::string_view a, std::string_view b);
 
 // The closest candidate within reach, or "" when none is close enough.
 template <class Names>
@@ -58,3 +45,27 @@ std::string join_names(Names const& names, std::string_view none = "none") {
 }
 
 }  // namespace nitro::detail
+
+// ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
+#if !NITRO_RUNTIME_EXTERN
+namespace nitro::detail {
+
+NITRO_RUNTIME_INLINE std::size_t edit_distance(std::string_view a, std::string_view b) {
+  const std::size_t n = a.size(), m = b.size();
+  std::vector<std::size_t> prev2(m + 1), prev(m + 1), cur(m + 1);
+  for (std::size_t j = 0; j <= m; ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= n; ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= m; ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) cur[j] = std::min(cur[j], prev2[j - 2] + 1);
+    }
+    prev2.swap(prev);
+    prev.swap(cur);
+  }
+  return prev[m];
+}
+
+}  // namespace nitro::detail
+#endif  // !NITRO_RUNTIME_EXTERN
