@@ -5,8 +5,9 @@
 #
 # Compiles, with the flags of a Release build of nitro's own targets (-O3 -march=native
 # -std=gnu++20), the README's trainer (its first cpp block, as ctest readme.trainer cuts it), each
-# examples/*.cpp (these header-only and again linked to nitro::runtime: -DNITRO_RUNTIME_LIB, with
-# src/runtime.cpp measured once) and generated experiments of 3, 10 and 30 fields
+# examples/*.cpp (these header-only, again linked to nitro::runtime: -DNITRO_RUNTIME_LIB, with
+# src/runtime.cpp measured once, and again reusing <nitro/main.hpp> precompiled once, as
+# nitro_precompile does: the precompiling measured once) and generated experiments of 3, 10 and 30 fields
 # (bench/gen_experiment.py; with the command line of nitro::main when nitro/cli/main.hpp exists),
 # one translation unit at a time, and prints one JSON line each: wall seconds, CPU seconds (user +
 # system: on a busy machine the wall time stretches, the CPU time much less) and the compiler's
@@ -47,7 +48,7 @@ measure() {  # name source experiment-regex [extra flags...]
   read -r wall user sys kb < <(tail -1 "$work/time")
   python3 -c "import json,sys; print(json.dumps({'what': 'compile', 'name': sys.argv[1], 'wall_s': float(sys.argv[2]), 'cpu_s': round(float(sys.argv[3]) + float(sys.argv[4]), 2), 'peak_mb': round(int(sys.argv[5]) / 1024)}))" \
     "$name" "$wall" "$user" "$sys" "$kb"
-  if ((breakdown)); then
+  if ((breakdown)) && [[ " ${extra[*]} " != *" -include"* ]]; then  # (not for the precompiled header: g++'s own format)
     if ! clang++ "${flags[@]}" "${extra[@]}" -ftime-trace -ftime-trace-granularity=100 -c "$src" -o "$work/trace.o" 2> "$work/err"; then
       echo "{\"what\": \"compile breakdown\", \"name\": \"$name\", \"error\": \"clang++ does not compile it\"}"
       return 0
@@ -72,10 +73,28 @@ measure "README trainer" "$work/readme_trainer.cpp" 'FashionMLP'
 # the same, linked to nitro::runtime (the products compiled once, in src/runtime.cpp), and that part
 measure "README trainer, with nitro::runtime" "$work/readme_trainer.cpp" 'FashionMLP' -DNITRO_RUNTIME_LIB
 measure "src/runtime.cpp (nitro::runtime, once per build)" "$root/src/runtime.cpp" 'FashionMLP' -DNITRO_RUNTIME_LIB
+# nitro_precompile: <nitro/main.hpp> precompiled once (with the runtime's define), then reused
+mkdir -p "$work/pch"
+echo '#include <nitro/main.hpp>' > "$work/pch/nitro_pch.hpp"
+if "$cxx" --version | grep -q clang; then
+  pch_out="$work/pch/nitro_pch.hpp.pch"; pch_use=(-include-pch "$pch_out")
+else
+  pch_out="$work/pch/nitro_pch.hpp.gch"; pch_use=(-include "$work/pch/nitro_pch.hpp" -Winvalid-pch -Werror=invalid-pch)  # an unusable one fails
+fi
+if "$time_bin" -o "$work/time" -f "%e %U %S %M" "$cxx" "${flags[@]}" -DNITRO_RUNTIME_LIB -x c++-header "$work/pch/nitro_pch.hpp" -o "$pch_out" 2> "$work/err"; then
+  read -r wall user sys kb < <(tail -1 "$work/time")
+  python3 -c "import json,sys; print(json.dumps({'what': 'compile', 'name': sys.argv[1], 'wall_s': float(sys.argv[2]), 'cpu_s': round(float(sys.argv[3]) + float(sys.argv[4]), 2), 'peak_mb': round(int(sys.argv[5]) / 1024)}))" \
+    "nitro_precompile: <nitro/main.hpp> (once per build)" "$wall" "$user" "$sys" "$kb"
+  measure "README trainer, with nitro::runtime and nitro_precompile" "$work/readme_trainer.cpp" 'FashionMLP' -DNITRO_RUNTIME_LIB "${pch_use[@]}"
+else
+  echo "{\"what\": \"compile\", \"name\": \"nitro_precompile\", \"error\": \"$(head -1 "$work/err" | tr -d '"\\' | cut -c1-160)\"}"
+  pch_use=()
+fi
 for src in "$root"/examples/*.cpp; do
   exp=$(sed -n 's/^NITRO_EXPERIMENT(\([A-Za-z_0-9]*\),.*/\1/p' "$src" | head -1)
   measure "examples/$(basename "$src")" "$src" "${exp:-Fashion}"
   measure "examples/$(basename "$src"), with nitro::runtime" "$src" "${exp:-Fashion}" -DNITRO_RUNTIME_LIB
+  ((${#pch_use[@]})) && measure "examples/$(basename "$src"), with nitro::runtime and nitro_precompile" "$src" "${exp:-Fashion}" -DNITRO_RUNTIME_LIB "${pch_use[@]}"
 done
 cli=()
 [[ -f $root/include/nitro/cli/main.hpp ]] && cli=(--cli)
