@@ -37,6 +37,13 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 flags=(-O3 -DNDEBUG -march=native -std=gnu++20 -I"$root/include" -I/usr/include/eigen3 -DBOOST_ALL_NO_LIB)
 
+report_time() {  # name: one JSON line from /usr/bin/time's last line in $work/time
+  local wall user sys kb
+  read -r wall user sys kb < <(tail -1 "$work/time")
+  python3 -c "import json,sys; print(json.dumps({'what': 'compile', 'name': sys.argv[1], 'wall_s': float(sys.argv[2]), 'cpu_s': round(float(sys.argv[3]) + float(sys.argv[4]), 2), 'peak_mb': round(int(sys.argv[5]) / 1024)}))" \
+    "$1" "$wall" "$user" "$sys" "$kb"
+}
+
 measure() {  # name source experiment-regex [extra flags...]
   local name=$1 src=$2 exp=$3
   shift 3
@@ -45,9 +52,7 @@ measure() {  # name source experiment-regex [extra flags...]
     echo "{\"what\": \"compile\", \"name\": \"$name\", \"error\": \"does not compile (first line: $(head -1 "$work/err" | tr -d '"\\' | cut -c1-160))\"}"
     return 0
   fi
-  read -r wall user sys kb < <(tail -1 "$work/time")
-  python3 -c "import json,sys; print(json.dumps({'what': 'compile', 'name': sys.argv[1], 'wall_s': float(sys.argv[2]), 'cpu_s': round(float(sys.argv[3]) + float(sys.argv[4]), 2), 'peak_mb': round(int(sys.argv[5]) / 1024)}))" \
-    "$name" "$wall" "$user" "$sys" "$kb"
+  report_time "$name"
   if ((breakdown)) && [[ " ${extra[*]} " != *" -include"* ]]; then  # (not for the precompiled header: g++'s own format)
     if ! clang++ "${flags[@]}" "${extra[@]}" -ftime-trace -ftime-trace-granularity=100 -c "$src" -o "$work/trace.o" 2> "$work/err"; then
       echo "{\"what\": \"compile breakdown\", \"name\": \"$name\", \"error\": \"clang++ does not compile it\"}"
@@ -82,9 +87,7 @@ else
   pch_out="$work/pch/nitro_pch.hpp.gch"; pch_use=(-include "$work/pch/nitro_pch.hpp" -Winvalid-pch -Werror=invalid-pch)  # an unusable one fails
 fi
 if "$time_bin" -o "$work/time" -f "%e %U %S %M" "$cxx" "${flags[@]}" -DNITRO_RUNTIME_LIB -x c++-header "$work/pch/nitro_pch.hpp" -o "$pch_out" 2> "$work/err"; then
-  read -r wall user sys kb < <(tail -1 "$work/time")
-  python3 -c "import json,sys; print(json.dumps({'what': 'compile', 'name': sys.argv[1], 'wall_s': float(sys.argv[2]), 'cpu_s': round(float(sys.argv[3]) + float(sys.argv[4]), 2), 'peak_mb': round(int(sys.argv[5]) / 1024)}))" \
-    "nitro_precompile: <nitro/main.hpp> (once per build)" "$wall" "$user" "$sys" "$kb"
+  report_time "nitro_precompile: <nitro/main.hpp> (once per build)"
   measure "README trainer, with nitro::runtime and nitro_precompile" "$work/readme_trainer.cpp" 'FashionMLP' -DNITRO_RUNTIME_LIB "${pch_use[@]}"
 else
   echo "{\"what\": \"compile\", \"name\": \"nitro_precompile\", \"error\": \"$(head -1 "$work/err" | tr -d '"\\' | cut -c1-160)\"}"

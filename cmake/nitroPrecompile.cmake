@@ -5,7 +5,7 @@
 #   nitro_precompile(trainers_pch LIBRARIES nitro::nitro nitro::runtime)
 #   add_executable(my_trainer my_trainer.cpp)
 #   target_link_libraries(my_trainer PRIVATE nitro::nitro nitro::runtime)
-#   nitro_use_precompiled(my_trainer trainers_pch)
+#   target_precompile_headers(my_trainer REUSE_FROM trainers_pch)
 #
 # A precompiled header is only valid for translation units compiled with the same flags and
 # definitions, so <name> links exactly what the trainers link (LIBRARIES; nitro::nitro when none):
@@ -25,9 +25,4 @@ function(nitro_precompile name)
   add_library(${name} OBJECT EXCLUDE_FROM_ALL ${anchor})
   target_link_libraries(${name} PRIVATE ${arg_LIBRARIES})
   target_precompile_headers(${name} PRIVATE <nitro/main.hpp>)
-endfunction()
-
-# nitro_use_precompiled(<target> <name>) — <target> reuses the precompiled header of <name>.
-function(nitro_use_precompiled target name)
-  target_precompile_headers(${target} REUSE_FROM ${name})
 endfunction()
