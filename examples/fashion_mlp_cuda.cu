@@ -31,6 +31,7 @@
 #include <nitro/nn/layers/dense.hpp>
 #include <nitro/nn/losses.hpp>
 #include <nitro/optim/param_store.hpp>
+#include <nitro/optim/rules/adam.hpp>
 #include <nitro/tensor/cuda/optimizer_math.hpp>
 #include <nitro/tensor/ops.hpp>
 
@@ -113,7 +114,7 @@ template <class Program>
 struct replica {
   std::unique_ptr<nitro::cuda_backend> be;
   std::unique_ptr<Program> prog;
-  std::unique_ptr<nitro::cuda::dense_optimizer<Program>> opt;
+  std::unique_ptr<nitro::cuda::dense_optimizer<Program, nitro::optim::adamw_rule>> opt;
 };
 
 // `job`: the processes of an MPI launch (null: this process alone). Every process runs the same
@@ -124,9 +125,9 @@ result train_on_gpu(Exp& e, nitro::data::dataset<Batch> const& data, options con
   nitro::cuda::scalar_block block;  // the handle's block: Device fields first, then scheduled values
   block.bind(e);
   const nitro::cuda::scalar_ref smoothing = nitro::cuda::device_scalar<Exp>("smoothing");
-  nitro::cuda::rule_refs adamw;
+  const nitro::optim::adamw_rule rule = nitro::optim::adamw({.lambda = 1e-2});  // the CPU's AdamW, run by the kernel
+  auto adamw = nitro::cuda::constant_refs(rule, e.lr, rule.default_lambda);
   adamw.eta = block.add(e.lr);  // a slot: a schedule would write it before each step
-  adamw.lambda = nitro::cuda::scalar_ref::constant(1e-2);
 
   const Model model = e.build_model();
   Store host(true);
@@ -151,7 +152,7 @@ result train_on_gpu(Exp& e, nitro::data::dataset<Batch> const& data, options con
     r.be = std::make_unique<nitro::cuda_backend>(device_of(i));
     r.prog = std::make_unique<Program>(*r.be);
     r.prog->upload(host.values());
-    r.opt = std::make_unique<nitro::cuda::dense_optimizer<Program>>(*r.prog, nitro::cuda::rule_kind::adamw);
+    r.opt = std::make_unique<nitro::cuda::dense_optimizer<Program, nitro::optim::adamw_rule>>(*r.prog, rule);
   }
 #if NITRO_HAVE_NCCL
   std::vector<float*> grads, params;
@@ -247,7 +248,7 @@ result train_on_gpu(Exp& e, nitro::data::dataset<Batch> const& data, options con
 }
 
 // The same run on the CPU backend: same initial weights, same batches, the experiment's own
-// forward and loss hooks, nitro's tape, and the same AdamW (optimizer_math.hpp's update).
+// forward and loss hooks, nitro's tape, and the same AdamW (optimizer_math.hpp's update of optim::adamw's element).
 result train_on_cpu(Exp& e, nitro::data::dataset<Batch> const& data, options const& o) {
   const Model model = e.build_model();
   Store store(true);
@@ -255,9 +256,8 @@ result train_on_cpu(Exp& e, nitro::data::dataset<Batch> const& data, options con
   std::vector<float> m(Store::size, 0.0f), v(Store::size, 0.0f);
   std::vector<unsigned char> decay(Store::size);
   for (std::int64_t i = 0; i < Store::size; ++i) decay[static_cast<std::size_t>(i)] = decays(i) ? 1 : 0;
-  nitro::cuda::rule_values h;
-  h.eta = e.lr;
-  h.lambda = 1e-2f;
+  const nitro::optim::adamw_rule rule = nitro::optim::adamw({.lambda = 1e-2});
+  const auto h = nitro::cuda::constant_refs(rule, e.lr, rule.default_lambda);
   nitro::arena mem;
   nitro::tape tp(mem);
   nitro::nn::layer_state<Model> st;
@@ -297,12 +297,15 @@ result train_on_cpu(Exp& e, nitro::data::dataset<Batch> const& data, options con
       auto loss = e.loss(logits, LossIn{b->label});
       loss_sum += loss.item();
       tp.backward<float>(loss.var(), 1.0f);
-      const auto c = nitro::cuda::adam_corrections_at(h.beta1, h.beta2, ++step);
+      const auto k = nitro::cuda::rule_step_at(rule, h, nullptr, ++step);
       float* p = store.values();
       float const* g = store.grads();
       for (std::int64_t i = 0; i < Store::size; ++i) {
-        const auto k = static_cast<std::size_t>(i);
-        nitro::cuda::update_element<nitro::cuda::rule_kind::adamw>(p[i], g[i], m[k], v[k], 0.0f, decay[k] != 0, h, c);
+        const auto j = static_cast<std::size_t>(i);
+        float s[2] = {m[j], v[j]};
+        nitro::cuda::update_element<nitro::optim::adamw_rule, false>(k, p[i], g[i], s, 0.0f, decay[j] != 0);
+        m[j] = s[0];
+        v[j] = s[1];
       }
       tp.clear();
       mem.reset();

@@ -18,6 +18,11 @@
 #include <nitro/nn/layers/pool.hpp>
 #include <nitro/nn/losses.hpp>
 #include <nitro/optim/param_store.hpp>
+#include <nitro/optim/rules/adam.hpp>
+#include <nitro/optim/rules/decayed_weights.hpp>
+#include <nitro/optim/rules/lion.hpp>
+#include <nitro/optim/rules/sgd.hpp>
+#include <nitro/optim/sam.hpp>
 #include <nitro/tensor/cuda/optimizer_math.hpp>
 #include <nitro/tensor/ops.hpp>
 
@@ -229,48 +234,54 @@ TEST_CASE("the fused loss reads its smoothing from the device scalars: a new val
   CHECK(be.scalar_copies() == 3);  // the block moved once per change, not per call
 }
 
-TEST_CASE("one fused optimizer update per group: AdamW, SGD, Lion with decay toward an anchor, eta from a slot") {
-  nitro::rng g(9);
+namespace {
+// n elements of one group through the kernel, against the element path on the host (the CPU
+// program's arithmetic, tests/unit/test_cuda_tiles.cpp), five scheduled steps.
+template <class R>
+void group_update_matches(R const& rule, char const* name, nitro::cuda_backend& be, nitro::rng& g) {
   constexpr long long n = 10007;
-  nitro::cuda_backend be;
+  constexpr std::size_t S = R::states::size;
   cu::scalar_block block;
-  const cu::scalar_ref eta = block.add(1e-2f);
-  for (auto rule : {cu::rule_kind::adamw, cu::rule_kind::sgd, cu::rule_kind::lion}) {
-    auto p = random_vector(n, g), anchor = random_vector(n, g);
-    std::vector<std::uint32_t> bits((n + 31) / 32);
-    for (auto& b : bits) b = static_cast<std::uint32_t>(g());
-    dvec<float> pd(p), ad(anchor);
-    cu::group_optimizer opt(rule, n);
-    opt.set_decay_mask(bits);
-    opt.set_anchor(ad.data(), be.compute());
-    cu::rule_refs h;
-    h.eta = eta;
-    h.lambda = cu::scalar_ref::constant(0.1);
-    h.momentum = cu::scalar_ref::constant(0.9);
-    h.nesterov = true;
-    std::vector<float> m(n, 0.0f), v(n, 0.0f);
-    for (long long t = 1; t <= 5; ++t) {
-      const float e = 1e-2f / float(t);  // a schedule: a new value each step, written to the slot
-      block.set(eta, e);
-      be.mirror_scalars(block.data(), block.bytes());
-      auto grad = random_vector(n, g);
-      dvec<float> gd(grad);
-      opt.step(pd.data(), gd.data(), h, t, be.scalars(), nullptr, be.compute());
-      NITRO_CUDA_CHECK(cudaStreamSynchronize(be.compute()));
-      cu::rule_values rv = h.read(block.data());
-      const auto c = cu::adam_corrections_at(rv.beta1, rv.beta2, t);
-      for (long long i = 0; i < n; ++i) {
-        const auto k = static_cast<std::size_t>(i);
-        switch (rule) {
-          case cu::rule_kind::adamw: cu::update_element<cu::rule_kind::adamw>(p[k], grad[k], m[k], v[k], anchor[k], cu::mask_bit(bits.data(), i, true), rv, c); break;
-          case cu::rule_kind::sgd: cu::update_element<cu::rule_kind::sgd>(p[k], grad[k], m[k], v[k], anchor[k], cu::mask_bit(bits.data(), i, true), rv, c); break;
-          case cu::rule_kind::lion: cu::update_element<cu::rule_kind::lion>(p[k], grad[k], m[k], v[k], anchor[k], cu::mask_bit(bits.data(), i, true), rv, c); break;
-        }
-      }
+  auto h = cu::constant_refs(rule, 1e-2, 0.1);
+  h.eta = block.add(1e-2f);
+  auto p = random_vector(n, g), anchor = random_vector(n, g);
+  std::vector<std::uint32_t> bits((n + 31) / 32);
+  for (auto& b : bits) b = static_cast<std::uint32_t>(g());
+  dvec<float> pd(p), ad(anchor);
+  cu::group_optimizer<R> opt(rule, n);
+  opt.set_decay_mask(bits);
+  opt.set_anchor(ad.data(), be.compute());
+  std::vector<std::vector<float>> st(S, std::vector<float>(n, 0.0f));
+  for (long long t = 1; t <= 5; ++t) {
+    block.set(h.eta, 1e-2f / float(t));  // a schedule: a new value each step, written to the slot
+    be.mirror_scalars(block.data(), block.bytes());
+    auto grad = random_vector(n, g);
+    dvec<float> gd(grad);
+    opt.step(pd.data(), gd.data(), h, t, be.scalars(), nullptr, be.compute());
+    NITRO_CUDA_CHECK(cudaStreamSynchronize(be.compute()));
+    const cu::rule_step<R> k = cu::rule_step_at(rule, h, block.data(), t);
+    for (long long i = 0; i < n; ++i) {
+      const auto j = static_cast<std::size_t>(i);
+      float s[S > 0 ? S : 1];
+      for (std::size_t q = 0; q < S; ++q) s[q] = st[q][j];
+      cu::update_element<R, true>(k, p[j], grad[j], s, anchor[j], cu::mask_bit(bits.data(), i, true));
+      for (std::size_t q = 0; q < S; ++q) st[q][j] = s[q];
     }
-    const std::string what = std::string("group update, ") + cu::to_string(rule) + ", 5 scheduled steps";
-    report(what.c_str(), max_rel_error(pd.get(), p), 1e-5);
   }
+  const std::string what = std::string("group update, ") + name + ", 5 scheduled steps, decay toward an anchor";
+  report(what.c_str(), max_rel_error(pd.get(), p), 1e-5);
+}
+}  // namespace
+
+TEST_CASE("one fused optimizer update per group: the CPU's rules (AdamW, SGD, Lion, a chain, SAM's inner rule), eta from a slot") {
+  namespace optim = nitro::optim;
+  nitro::rng g(9);
+  nitro::cuda_backend be;
+  group_update_matches(optim::adamw(), "adamw", be, g);
+  group_update_matches(optim::sgd({.momentum = 0.9, .nesterov = true}), "sgd nesterov", be, g);
+  group_update_matches(optim::lion(), "lion", be, g);
+  group_update_matches(optim::chain(optim::decayed_weights(1e-2), optim::adam({.beta1 = 0.8})), "chain(decayed_weights, adam)", be, g);
+  group_update_matches(optim::sam(optim::chain(optim::decayed_weights(1e-3), optim::sgd({.momentum = 0.5}))), "sam(chain(decayed_weights, sgd))", be, g);
 }
 
 TEST_CASE("global-norm clipping and SAM on the device") {
@@ -290,21 +301,21 @@ TEST_CASE("global-norm clipping and SAM on the device") {
   auto p = random_vector(n, g);
   std::vector<std::uint32_t> perturb((n + 31) / 32, 0xffffffffu), adaptive((n + 31) / 32, 0x0000ffffu);
   perturb[3] = 0;
-  dvec<float> pd(p), ed(static_cast<std::size_t>(n));
+  dvec<float> pd(p), backup(static_cast<std::size_t>(n));
   dvec<std::uint32_t> pb(perturb), ab(adaptive);
-  cu::sam_perturb(pd.data(), gd.data(), ed.data(), n, pb.data(), ab.data(), 0.01f, cu::scalar_ref::constant(0.05), be.scalars(), sum_sq.data(), be.compute());
+  cu::sam_perturb(pd.data(), gd.data(), backup.data(), n, pb.data(), ab.data(), 0.01f, cu::scalar_ref::constant(0.05), be.scalars(), sum_sq.data(), be.compute());
   double n2 = 0;
   for (long long i = 0; i < n; ++i)
     n2 += cu::sam_norm_term(p[static_cast<std::size_t>(i)], grad[static_cast<std::size_t>(i)], cu::mask_bit(perturb.data(), i, true), cu::mask_bit(adaptive.data(), i, false), 0.01f);
   std::vector<float> want(p);
   for (long long i = 0; i < n; ++i) {
     const auto k = static_cast<std::size_t>(i);
-    want[k] += cu::sam_perturbation(p[k], grad[k], cu::mask_bit(perturb.data(), i, true), cu::mask_bit(adaptive.data(), i, false), 0.01f,
-                                    static_cast<float>(0.05 / (std::sqrt(n2) + 1e-12)));
+    cu::sam_ascend(want[k], grad[k], cu::mask_bit(perturb.data(), i, true), cu::mask_bit(adaptive.data(), i, false), 0.01f,
+                   static_cast<float>(0.05 / (std::sqrt(n2) + 1e-12)));
   }
   report("SAM/ASAM perturbation", max_rel_error(pd.get(), want), 1e-5);
-  cu::sam_restore(pd.data(), ed.data(), n, be.compute());
-  report("SAM restore", max_rel_error(pd.get(), p), 1e-6);
+  cu::sam_restore(pd.data(), backup.data(), n, be.compute());
+  CHECK(pd.get() == p);  // the weights before, bit for bit
 }
 
 TEST_CASE("transfers: pinned buffers and a copy stream; each field's batches arrive intact and are counted") {
@@ -518,12 +529,12 @@ TEST_CASE("whole training steps on the device follow the CPU backend (fused FP32
   nitro::cuda_backend be;
   cu::scalar_block block;
   const cu::scalar_ref smoothing = block.add(0.1f);
-  cu::rule_refs h;
+  const auto rule = nitro::optim::adamw({.lambda = 1e-2});
+  auto h = cu::constant_refs(rule, 1e-3, 1e-2);
   h.eta = block.add(1e-3f);
-  h.lambda = cu::scalar_ref::constant(1e-2);
   Program prog(be);
   prog.upload(store.values());
-  cu::dense_optimizer<Program> opt(prog, cu::rule_kind::adamw);
+  cu::dense_optimizer opt(prog, rule);
   std::vector<float> m(Store::size, 0.0f), v(Store::size, 0.0f);
   nitro::arena mem;
   nitro::tape tp(mem);
@@ -547,14 +558,16 @@ TEST_CASE("whole training steps on the device follow the CPU backend (fused FP32
     Tensor logits = model(Tensor(x.data(), shape{784, B}), ps, st).first;
     Tensor loss = nitro::nn::logitcrossentropy(logits, Tensor(label.data(), shape{10, B}), 0.1f);
     tp.backward<float>(loss.var(), 1.0f);
-    const auto rv = h.read(block.data());
-    const auto c = cu::adam_corrections_at(rv.beta1, rv.beta2, t);
+    const auto k = cu::rule_step_at(rule, h, block.data(), t);
     for (std::int64_t i = 0; i < Store::size; ++i) {
       bool decay = false;
       for (auto const& li : Store::leaves)
         if (i >= li.offset && i < li.offset + li.numel) decay = li.rank >= 2;
-      const auto k = static_cast<std::size_t>(i);
-      cu::update_element<cu::rule_kind::adamw>(store.values()[i], store.grads()[i], m[k], v[k], 0.0f, decay, rv, c);
+      const auto j = static_cast<std::size_t>(i);
+      float s[2] = {m[j], v[j]};
+      cu::update_element<nitro::optim::adamw_rule, false>(k, store.values()[i], store.grads()[i], s, 0.0f, decay);
+      m[j] = s[0];
+      v[j] = s[1];
     }
     tp.clear();
     mem.reset();

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -113,6 +114,45 @@ TEST_CASE("every rule matches PyTorch step by step (fixtures from tests/data/opt
   // OneCycleLR with its default momentum cycling, which for AdamW drives beta1
   CHECK(replay(fixture_case(all, "adamw_one_cycle"), RuleExp{1e-2, [] { return optim::adamw({.lambda = 0.01}); }},
                nitro::schedule_map{nitro::key<"eta"> = sched::one_cycle(0.05), nitro::key<"beta1"> = sched::one_cycle_momentum()}) < tol);
+}
+
+namespace optim_test {
+// A user's rule written as one element function (no vectorised block): the program runs it element by
+// element, and the CUDA kernel runs the same function (tensor/cuda/optimizer_math.hpp).
+struct element_adam {
+  using fields = nitro::optim::field_names<"beta1", "beta2", "eps">;
+  using paths = nitro::optim::field_names<"element_adam.beta1", "element_adam.beta2", "element_adam.eps">;
+  using states = nitro::optim::field_names<"m", "v">;
+  static constexpr std::array<nitro::optim::domain, 3> domains{nitro::optim::domain::unit_open, nitro::optim::domain::unit_open,
+                                                               nitro::optim::domain::nonnegative};
+  std::array<double, 3> values{0.9, 0.999, 1e-8};
+  double default_lambda = 0;
+  using consts = nitro::rule_math::adam_consts;
+  consts prepare(double const* f, std::int64_t t) const { return nitro::rule_math::adam_consts_at(f[0], f[1], f[2], t); }
+  template <bool Decay, bool Anchor>
+  static void element(consts const& k, float& u, float, float, float* s) noexcept {
+    nitro::rule_math::adam_direction(u, s[0], s[1], k);
+  }
+  std::string describe(double const*) const { return "element_adam"; }
+};
+static_assert(nitro::optim::rule<element_adam>);
+}  // namespace optim_test
+
+TEST_CASE("a rule that is one element function runs through the program, alone and in a chain") {
+  json all = load("rules.json");
+  constexpr double tol = 2e-5;
+  CHECK(replay(fixture_case(all, "adam"), RuleExp{1e-2, [] { return element_adam{}; }}) < tol);
+  CHECK(replay(fixture_case(all, "adam_weight_decay"), RuleExp{1e-2, [] {
+                 element_adam a;
+                 a.values = {0.8, 0.99, 1e-8};
+                 return optim::chain(optim::decayed_weights(0.1), a);
+               }}) < tol);
+  // the element path is really taken and can fail: the wrong beta2 is seen
+  CHECK(replay(fixture_case(all, "adam"), RuleExp{1e-2, [] {
+                 element_adam a;
+                 a.values = {0.9, 0.5, 1e-8};
+                 return a;
+               }}) > 1e-4);
 }
 
 TEST_CASE("a rule that is wrong fails the reference check (the check can fail)") {

@@ -700,7 +700,7 @@ class program {
       for (std::size_t s = 0; s < S; ++s) st[s] = gs.states[s].get() + i;
       auto U = detail::arr(u, n);
       U = detail::arr(g + i, n) * scale;
-      R::template apply<Decay, Anchor>(k, block{u, w + i, Anchor ? a + i : nullptr, st.data(), scratch, n});
+      apply_rule<R, Decay, Anchor>(k, block{u, w + i, Anchor ? a + i : nullptr, st.data(), scratch, n});
       auto W = detail::arr(w + i, n);
       if constexpr (Anchor) rule_math::weight_step<Decay, true>(W, U, detail::arr(a + i, n), wk);
       else rule_math::weight_step<Decay, false>(W, U, 0.0f, wk);

@@ -10,9 +10,16 @@
 //   using states = field_names<"m", "v">;                  its state buffers, one flat buffer each per group
 //   std::array<double, N> values;                          the fields' values when nothing schedules them
 //   double default_lambda;                                 decoupled decay when lambda(group) is absent
-//   consts prepare(double const* fields, int64_t t) const  per group and step: the loop's constants
-//   static void apply<Decay, Anchor>(consts, block)        one block: b.u holds the direction in, and out
+//   consts prepare(double const* fields, int64_t t) const  per group and step: the loop's constants (NITRO_HD)
+//   static void element<Decay, Anchor>(consts, u, w, a, s)  one element (NITRO_HD): u the direction in and
+//                                                          out, w the weight, a its anchor, s its states
+//   static void apply<Decay, Anchor>(consts, block)        optional: one block, vectorised; without it the
+//                                                          program runs element over the block
 //   std::string describe(double const* fields) const       "adam(beta1=0.9, beta2=0.999, eps=1e-08)"
+// `element` is the rule: the CUDA backend's fused update (tensor/cuda/optimizer_math.hpp) runs it per
+// element of a group's span, the CPU program runs `apply` (the same rule_math calls on Eigen arrays)
+// or, for a rule without one, `element` in a loop. So a new rule is one element function, and both
+// backends run the same chains, decay anchors and SAM wrappers.
 // The optimizer program (program.hpp) applies a group's rule once per step over the group's whole
 // flat buffer: u = rule(g); then w <- w - eta*lambda*(w - anchor) on decayed leaves; w <- w - eta*u.
 // `eta` and `lambda` are fields of every group; a rule's own fields follow them.
@@ -66,10 +73,17 @@ constexpr char const* to_string(domain d) noexcept {
   return "?";
 }
 
-// Compile-time names of a rule's fields or states.
+// Compile-time names of a rule's fields or states. The lists are combined through member aliases
+// rather than partial specialisations that deduce the names: nvcc's front end cannot deduce a pack
+// of class-type template parameters (fixed_string<5>, fixed_string<3>, ...), and the CUDA backend
+// compiles these rules.
 template <fixed_string... N>
 struct field_names {
   static constexpr std::size_t size = sizeof...(N);
+  template <fixed_string Head> using prefixed = field_names<join(Head, '.', N)...>;  // Head.n for every n
+  using headless = field_names<without_head<N>()...>;                               // every n without its first segment
+  template <fixed_string... Before> using after = field_names<Before..., N...>;
+  template <class Next> using then = typename Next::template after<N...>;           // these names, then Next's
   static constexpr std::array<std::string_view, sizeof...(N)> views{N.view()...};
   using diagnostic = opt_fields<str_of<N>...>;
   static constexpr int index_of(std::string_view name) noexcept {
@@ -102,25 +116,16 @@ constexpr int first_path_named(std::string_view name) noexcept {
 }
 namespace detail {
 template <class... L> struct concat_names { using type = field_names<>; };
-template <fixed_string... A> struct concat_names<field_names<A...>> { using type = field_names<A...>; };
-template <fixed_string... A, fixed_string... B, class... R>
-struct concat_names<field_names<A...>, field_names<B...>, R...> {
-  using type = typename concat_names<field_names<A..., B...>, R...>::type;
+template <class L> struct concat_names<L> { using type = L; };
+template <class A, class B, class... R>
+struct concat_names<A, B, R...> {
+  using type = typename concat_names<typename A::template then<B>, R...>::type;
 };
 
 // Head.p for every path p.
-template <fixed_string Head, class Paths> struct prefixed;
-template <fixed_string Head, fixed_string... P>
-struct prefixed<Head, field_names<P...>> {
-  using type = field_names<join(Head, '.', P)...>;
-};
-template <fixed_string Head, class Paths> using prefixed_t = typename prefixed<Head, Paths>::type;
+template <fixed_string Head, class Paths> using prefixed_t = typename Paths::template prefixed<Head>;
 // every path without its first segment
-template <class Paths> struct headless;
-template <fixed_string... P>
-struct headless<field_names<P...>> {
-  using type = field_names<without_head<P>()...>;
-};
+template <class Paths> struct headless { using type = typename Paths::headless; };
 
 inline std::string format_number(double v) {
   char buf[32];
@@ -164,7 +169,7 @@ template <class R> using rule_paths_t = typename rule_paths<R>::type;
 
 // A rule: the interface above, checked where a rule is required.
 template <class R>
-concept rule = requires(R const& r, double const* f, block const& b) {
+concept rule = requires(R const& r, double const* f, float& u, float* s) {
   typename R::fields;
   typename R::states;
   typename R::consts;
@@ -172,14 +177,41 @@ concept rule = requires(R const& r, double const* f, block const& b) {
   { r.values.size() } -> std::convertible_to<std::size_t>;
   { r.default_lambda } -> std::convertible_to<double>;
   { r.prepare(f, std::int64_t{1}) } -> std::same_as<typename R::consts>;
-  { R::template apply<true, true>(std::declval<typename R::consts const&>(), b) } -> std::same_as<void>;
+  { R::template element<true, true>(std::declval<typename R::consts const&>(), u, 0.0f, 0.0f, s) } -> std::same_as<void>;
   { r.describe(f) } -> std::convertible_to<std::string>;
 } && (R::fields::size == R::domains.size()) && (R::fields::size == rule_paths<R>::type::size);
+
+// One block of a rule: its vectorised apply where it has one, else its element function per element
+// (the states gathered into the element's own array, as the CUDA kernel does).
+template <class R, bool Decay, bool Anchor>
+void apply_rule(typename R::consts const& k, block const& b) noexcept {
+  if constexpr (requires { R::template apply<Decay, Anchor>(k, b); }) {
+    R::template apply<Decay, Anchor>(k, b);
+  } else {
+    constexpr std::size_t S = R::states::size;
+    for (std::int64_t i = 0; i < b.n; ++i) {
+      float s[S > 0 ? S : 1];
+      for (std::size_t j = 0; j < S; ++j) s[j] = b.state[j][i];
+      R::template element<Decay, Anchor>(k, b.u[i], b.w[i], Anchor ? b.a[i] : 0.0f, s);
+      for (std::size_t j = 0; j < S; ++j) b.state[j][i] = s[j];
+    }
+  }
+}
 
 // SAM-wrapped rules say so (sam.hpp); plain rules do not perturb.
 template <class R> struct perturbs : std::false_type {};
 
 // ---- chain --------------------------------------------------------------------------------------
+namespace detail {
+template <std::size_t I, class Paths>
+using chain_position_paths = prefixed_t<join(fixed_string{"chain"}, '.', number_text<I + 1>()), typename Paths::headless>;
+template <class Positions, class... Paths> struct chain_paths;
+template <std::size_t... I, class... Paths>
+struct chain_paths<std::index_sequence<I...>, Paths...> {
+  using type = typename concat_names<chain_position_paths<I, Paths>...>::type;
+};
+}  // namespace detail
+
 template <class... R>
 struct chain_rule {
   static_assert(sizeof...(R) >= 1, "E-OPT-020: nitro::optim::chain() is given no rule. Fix: chain(decayed_weights(0.01), adam(...)); a single rule needs no chain.");
@@ -190,11 +222,7 @@ struct chain_rule {
   using fields = typename detail::concat_names<typename R::fields...>::type;
   using states = typename detail::concat_names<typename R::states...>::type;
   // chain.<position>.<the rule's path without its name>: chain.2.momentum
-  template <std::size_t... I>
-  static auto chain_paths(std::index_sequence<I...>)
-      -> typename detail::concat_names<detail::prefixed_t<join(fixed_string{"chain"}, '.', number_text<I + 1>()),
-                                                          typename detail::headless<rule_paths_t<R>>::type>...>::type;
-  using paths = decltype(chain_paths(std::index_sequence_for<R...>{}));
+  using paths = typename detail::chain_paths<std::index_sequence_for<R...>, rule_paths_t<R>...>::type;
   static constexpr auto domains = [] {
     std::array<domain, fields::size> d{};
     std::size_t k = 0;
@@ -226,16 +254,15 @@ struct chain_rule {
   }
 
   using consts = std::tuple<typename R::consts...>;
-  consts prepare(double const* f, std::int64_t t) const {
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return consts{std::get<I>(rules).prepare(f + field_offset[I], t)...};
-    }(std::index_sequence_for<R...>{});
+  NITRO_HD_INLINE consts prepare(double const* f, std::int64_t t) const { return prepare_each(f, t, std::index_sequence_for<R...>{}); }
+  template <bool Decay, bool Anchor>
+  static NITRO_HD_INLINE void element(consts const& k, float& u, float w, float a, float* s) noexcept {
+    element_each<Decay, Anchor>(k, u, w, a, s, std::index_sequence_for<R...>{});
   }
   template <bool Decay, bool Anchor>
   static void apply(consts const& k, block const& b) noexcept {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      ((std::tuple_element_t<I, std::tuple<R...>>::template apply<Decay, Anchor>(
-           std::get<I>(k), block{b.u, b.w, b.a, b.state + state_offset[I], b.scratch, b.n})),
+      (apply_rule<std::tuple_element_t<I, std::tuple<R...>>, Decay, Anchor>(std::get<I>(k), block{b.u, b.w, b.a, b.state + state_offset[I], b.scratch, b.n}),
        ...);
     }(std::index_sequence_for<R...>{});
   }
@@ -245,6 +272,19 @@ struct chain_rule {
       ((s += (I ? ", " : "") + std::get<I>(rules).describe(f + field_offset[I])), ...);
     }(std::index_sequence_for<R...>{});
     return s + ")";
+  }
+
+ private:
+  // The offsets as constants: the device reads no host array.
+  template <std::size_t... I>
+  NITRO_HD_INLINE consts prepare_each(double const* f, std::int64_t t, std::index_sequence<I...>) const {
+    return consts{std::get<I>(rules).prepare(f + std::integral_constant<std::size_t, field_offset[I]>::value, t)...};
+  }
+  template <bool Decay, bool Anchor, std::size_t... I>
+  static NITRO_HD_INLINE void element_each(consts const& k, float& u, float w, float a, float* s, std::index_sequence<I...>) noexcept {
+    (std::tuple_element_t<I, std::tuple<R...>>::template element<Decay, Anchor>(std::get<I>(k), u, w, a,
+                                                                                s + std::integral_constant<std::size_t, state_offset[I]>::value),
+     ...);
   }
 };
 

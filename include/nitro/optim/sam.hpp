@@ -56,10 +56,14 @@ struct sam_rule {
   double default_lambda = 0;
 
   using consts = typename R::consts;
-  consts prepare(double const* f, std::int64_t t) const { return inner.prepare(f, t); }
+  NITRO_HD_INLINE consts prepare(double const* f, std::int64_t t) const { return inner.prepare(f, t); }
+  template <bool Decay, bool Anchor>
+  static NITRO_HD_INLINE void element(consts const& k, float& u, float w, float a, float* s) noexcept {
+    R::template element<Decay, Anchor>(k, u, w, a, s);
+  }
   template <bool Decay, bool Anchor>
   static void apply(consts const& k, block const& b) noexcept {
-    R::template apply<Decay, Anchor>(k, b);
+    apply_rule<R, Decay, Anchor>(k, b);
   }
   std::string describe(double const* f) const {
     std::string s = std::string(Adaptive ? "asam(" : "sam(") + inner.describe(f) + ", rho=" + detail::format_number(f[rho_index]);

@@ -40,7 +40,11 @@ struct basic_adam_rule {
   double default_lambda = 0;
 
   using consts = rule_math::adam_consts;  // the arithmetic: tensor/rule_math.hpp, shared with the CUDA kernel
-  consts prepare(double const* f, std::int64_t t) const { return rule_math::adam_consts_at(f[0], f[1], f[2], t); }
+  NITRO_HD_INLINE consts prepare(double const* f, std::int64_t t) const { return rule_math::adam_consts_at(f[0], f[1], f[2], t); }
+  template <bool Decay, bool Anchor>
+  static NITRO_HD_INLINE void element(consts const& k, float& u, float, float, float* s) noexcept {
+    rule_math::adam_direction(u, s[0], s[1], k);
+  }
   template <bool Decay, bool Anchor>
   static void apply(consts const& k, block const& b) noexcept {
     auto u = detail::arr(b.u, b.n);

@@ -24,7 +24,11 @@ struct decayed_weights_rule {
   double default_lambda = 0;
 
   struct consts { float wd; };
-  consts prepare(double const* f, std::int64_t) const { return {float(f[0])}; }
+  NITRO_HD_INLINE consts prepare(double const* f, std::int64_t) const { return {float(f[0])}; }
+  template <bool Decay, bool Anchor>
+  static NITRO_HD_INLINE void element(consts const& k, float& u, float w, float a, float*) noexcept {
+    if constexpr (Decay) rule_math::coupled_decay<Anchor>(u, w, a, k.wd);
+  }
   template <bool Decay, bool Anchor>
   static void apply(consts const& k, block const& b) noexcept {
     if constexpr (Decay) {

@@ -28,7 +28,11 @@ struct lion_rule {
   double default_lambda = 0;
 
   using consts = rule_math::lion_consts;  // the arithmetic: tensor/rule_math.hpp, shared with the CUDA kernel
-  consts prepare(double const* f, std::int64_t) const { return rule_math::lion_consts_of(f[0], f[1]); }
+  NITRO_HD_INLINE consts prepare(double const* f, std::int64_t) const { return rule_math::lion_consts_of(f[0], f[1]); }
+  template <bool Decay, bool Anchor>
+  static NITRO_HD_INLINE void element(consts const& k, float& u, float, float, float* s) noexcept {
+    rule_math::lion_direction(u, s[0], k);
+  }
   template <bool Decay, bool Anchor>
   static void apply(consts const& k, block const& b) noexcept {
     float* __restrict u = b.u;

@@ -33,7 +33,11 @@ struct sgd_rule {
   bool nesterov = false;
 
   using consts = rule_math::sgd_consts;  // the arithmetic: tensor/rule_math.hpp, shared with the CUDA kernel
-  consts prepare(double const* f, std::int64_t t) const { return rule_math::sgd_consts_at(f[0], f[1], nesterov, t); }
+  NITRO_HD_INLINE consts prepare(double const* f, std::int64_t t) const { return rule_math::sgd_consts_at(f[0], f[1], nesterov, t); }
+  template <bool Decay, bool Anchor>
+  static NITRO_HD_INLINE void element(consts const& k, float& u, float, float, float* s) noexcept {
+    rule_math::sgd_direction(u, s[0], k);
+  }
   template <bool Decay, bool Anchor>
   static void apply(consts const& k, block const& b) noexcept {
     auto u = detail::arr(b.u, b.n);

@@ -1,47 +1,65 @@
 // nitro/tensor/cuda/optimizer_math.hpp — the optimizer's update of one element, as the fused CUDA kernel runs it.
 //
-//   update_element<rule_kind::adamw>(p, g, m, v, anchor, decay, values, corrections)
-//   sam_perturbation(p, g, perturb, adaptive, eta_asam, rho_over_norm)
-//   clip_scale(norm, max_norm)
+//   auto h = constant_refs(nitro::optim::adamw(), 1e-3, 1e-2);   // where eta, lambda and the rule's fields come from
+//   h.eta = block.add(1e-3f);                                     // ... or a slot of the scalar block a schedule writes
+//   rule_step<R> k = rule_step_at(rule, h, block, t);             // per group and step (in the kernel)
+//   update_element<R, Anchor>(k, p, g, states, anchor, decay);    // one element
+//   sam_ascend(p, g, perturb, adaptive, eta_asam, rho_over_norm)  // SAM/ASAM, one element
 //
-// The fused optimizer kernel (kernels/.../optimizer.cuh) runs one of these per element of a
-// group's flat buffer, one launch per group. The arithmetic is not written here: update_element
-// calls the functions the CPU rules call (tensor/rule_math.hpp: the direction of sgd, adamw and lion,
-// then the decoupled decay toward the anchor and the step), so the two backends compute the same
-// thing in the same order; tests/unit/test_cuda_tiles.cpp checks it against the textbook formulas.
+// R is any optimizer rule (optim/rule.hpp: sgd, adam, adamw, lion, decayed_weights, a chain of them,
+// a SAM wrapper): the kernel runs the rule's own `element` and `prepare`, the functions the CPU
+// program runs, so a chain, a decay anchor or a new rule is the same arithmetic on both backends
+// with nothing restated here. This header is generic over the rule and includes no optim/ header
+// (the rooms: tensor/ sits below optim/); tests/unit/test_cuda_tiles.cpp runs it on the CPU against
+// the CPU optimizer program.
 #pragma once
 
 #include "nitro/tensor/cuda/hd.hpp"
+#include "nitro/tensor/cuda/scalars.hpp"
 #include "nitro/tensor/rule_math.hpp"
 
-#include <cmath>    // fabsf
-#include <cstdint>  // uint32_t
+#include <array>    // the fields' refs
+#include <cstddef>  // size_t
+#include <cstdint>  // uint32_t, int64_t
 
 namespace nitro::cuda {
 
-enum class rule_kind : int { sgd = 0, adamw = 1, lion = 2 };
+// Where a group's values come from: eta (times the group's ratio), lambda (decoupled decay toward the
+// anchor) and the rule's fields in the rule's order, each a constant or a slot of the scalar block.
+template <std::size_t N>
+struct rule_refs {
+  scalar_ref eta = scalar_ref::constant(1e-3);
+  scalar_ref lambda = scalar_ref::constant(0.0);
+  std::array<scalar_ref, N> fields{};
+  double ratio = 1.0;
+};
+template <class R>
+using rule_refs_of = rule_refs<R::fields::size>;
 
-constexpr char const* to_string(rule_kind r) noexcept {
-  return r == rule_kind::sgd ? "sgd" : r == rule_kind::adamw ? "adamw" : "lion";
+// Every value a constant: the rule's own field values, eta and lambda as given.
+template <class R>
+rule_refs_of<R> constant_refs(R const& rule, double eta, double lambda) {
+  rule_refs_of<R> h;
+  h.eta = scalar_ref::constant(eta);
+  h.lambda = scalar_ref::constant(lambda);
+  for (std::size_t i = 0; i < R::fields::size; ++i) h.fields[i] = scalar_ref::constant(rule.values[i]);
+  return h;
 }
 
-// The hyperparameters one step reads, already resolved (from constants or the device scalars).
-struct rule_values {
-  float eta = 1e-3f;
-  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adamw; lion: beta1 interpolates, beta2 is the momentum
-  float lambda = 0.0f;                              // decoupled decay toward the anchor
-  float momentum = 0.0f, dampening = 0.0f;          // sgd
-  bool nesterov = false;                            // sgd
+// What one step of a group computes with: the rule's constants (its prepare) and the weights'.
+template <class R>
+struct rule_step {
+  typename R::consts rule;
+  rule_math::weight_consts weights;
 };
-
-// What depends on the step t (counting from 1): Adam's bias corrections, SGD's first step.
-struct adam_corrections {
-  float c1 = 1.0f, c2 = 1.0f;
-  bool first = false;
-};
-NITRO_HD_INLINE adam_corrections adam_corrections_at(float beta1, float beta2, long long t) {
-  const rule_math::adam_consts k = rule_math::adam_consts_at(beta1, beta2, 0.0, t);
-  return {k.c1, k.rc2, t <= 1};
+// As the CPU program forms them (optim/program.hpp update_group): the fields in double, eta * ratio,
+// c = eta * lambda rounded once.
+template <class R, std::size_t N>
+NITRO_HD_INLINE rule_step<R> rule_step_at(R const& r, rule_refs<N> const& h, void const* block, long long t) {
+  double f[N > 0 ? N : 1];
+  for (std::size_t i = 0; i < N; ++i) f[i] = h.fields[i].read(block);
+  const double eta = h.eta.read(block) * h.ratio;
+  return {r.prepare(f, t), rule_math::decay_of(static_cast<float>(eta), static_cast<float>(eta * h.lambda.read(block)))};
 }
 
 // Bit i of a mask; a null mask is `otherwise` everywhere.
@@ -49,40 +67,33 @@ NITRO_HD_INLINE bool mask_bit(std::uint32_t const* bits, long long i, bool other
   return bits == nullptr ? otherwise : ((bits[i >> 5] >> (i & 31)) & 1u) != 0u;
 }
 
-template <rule_kind R>
-NITRO_HD_INLINE void update_element(float& p, float g, float& m, float& v, float anchor, bool decay, rule_values const& h,
-                                    adam_corrections const& c) {
-  float u = g;  // the direction, as the CPU rules compute it
-  if constexpr (R == rule_kind::adamw) {
-    rule_math::adam_direction(u, m, v, rule_math::adam_consts{h.beta1, 1.0f - h.beta1, h.beta2, 1.0f - h.beta2, c.c1, c.c2, h.eps});
-  } else if constexpr (R == rule_kind::sgd) {
-    // momentum 0 is plain sgd inside sgd_direction, which also keeps the buffer as the CPU does
-    rule_math::sgd_direction(u, m, rule_math::sgd_consts{c.first ? 0.0f : h.momentum, c.first ? 1.0f : 1.0f - h.dampening, h.momentum, h.nesterov});
+// One element: u = g (already scaled by clipping and 1/accum), the rule's direction, then decoupled
+// decay toward the anchor where the element decays and the step. s: the element's R::states.
+template <class R, bool Anchor>
+NITRO_HD_INLINE void update_element(rule_step<R> const& k, float& p, float g, float* s, float anchor, bool decay) {
+  float u = g;
+  if (decay) {
+    R::template element<true, Anchor>(k.rule, u, p, anchor, s);
+    rule_math::weight_step<true, Anchor>(p, u, anchor, k.weights);
   } else {
-    rule_math::lion_direction(u, m, rule_math::lion_consts{h.beta1, 1.0f - h.beta1, h.beta2, 1.0f - h.beta2});
+    R::template element<false, Anchor>(k.rule, u, p, anchor, s);
+    rule_math::weight_step<false, false>(p, u, 0.0f, k.weights);
   }
-  (void)v;
-  const rule_math::weight_consts k = rule_math::decay_of(h.eta, h.eta * h.lambda);
-  if (decay) rule_math::weight_step<true, true>(p, u, anchor, k);  // anchor 0 unless the group decays toward w0
-  else rule_math::weight_step<false, false>(p, u, 0.0f, k);
 }
 
-// SAM / ASAM (tensor/rule_math.hpp's ascent, one element). The perturbation of one element is
-// rho T^2 g / ||T g|| with T = |w| + eta_asam for elements ASAM scales (adaptive) and 1 otherwise;
-// rho_over_norm = rho / (||T g|| + 1e-12). Elements excluded from the perturbation (no_perturb) get 0
-// and count nothing in the norm.
-NITRO_HD_INLINE float sam_scale(float p, bool adaptive, float eta_asam) { return adaptive ? rule_math::asam_scale(p, eta_asam) : 1.0f; }
+// SAM / ASAM, one element (rule_math::sam_ascent). The norm runs over the perturbed elements of the
+// step: (T g)^2 with T = |w| + eta_asam where ASAM scales the element (adaptive), 1 otherwise;
+// elements excluded from the perturbation (no_perturb) count nothing and stay where they are.
 NITRO_HD_INLINE float sam_norm_term(float p, float g, bool perturb, bool adaptive, float eta_asam) {
   if (!perturb) return 0.0f;
-  const float tg = sam_scale(p, adaptive, eta_asam) * g;
+  const float tg = adaptive ? rule_math::asam_scale(p, eta_asam) * g : g;
   return tg * tg;
 }
-NITRO_HD_INLINE float sam_perturbation(float p, float g, bool perturb, bool adaptive, float eta_asam, float rho_over_norm) {
-  if (!perturb) return 0.0f;
-  // what rule_math::sam_ascent adds to p, in its order
-  if (!adaptive) return g * rho_over_norm;
-  const float t = rule_math::asam_scale(p, eta_asam);
-  return t * t * g * rho_over_norm;
+// p += rho T^2 g / ||T g||, with rho_over_norm = rho / (||T g|| + 1e-12).
+NITRO_HD_INLINE void sam_ascend(float& p, float g, bool perturb, bool adaptive, float eta_asam, float rho_over_norm) {
+  if (!perturb) return;
+  if (adaptive) rule_math::sam_ascent<true>(p, g, eta_asam, rho_over_norm);
+  else rule_math::sam_ascent<false>(p, g, eta_asam, rho_over_norm);
 }
 
 // Global-norm clipping's factor: rule_math::clip_scale.

@@ -6,8 +6,9 @@
 //   prog.upload(params.values());                                  // the host flat buffer, same layout
 //   prog.zero_grads();
 //   prog.loss_and_grads({x.data(), label.data(), false, B}, smoothing, &sums);   // forward, fused loss, backward
-//   nitro::cuda::dense_optimizer<decltype(prog)> opt(prog, nitro::cuda::rule_kind::adamw);
-//   opt.step(prog, refs, step, be.scalars());                      // one fused update per group
+//   nitro::cuda::dense_optimizer opt(prog, e.optimizer());            // the experiment's rule: the CPU's own
+//   std::vector refs{nitro::cuda::constant_refs(e.optimizer(), lr, lambda)};
+//   opt.step(prog, refs, step);                                    // one fused update per group
 //
 // The program owns the parameters and gradients on the device in the flat layout of the host's
 // param_store (same offsets), so a checkpoint or the handle's host copy moves with one memcpy.
@@ -336,13 +337,15 @@ constexpr span_info group_span(std::size_t g) {
 }
 }  // namespace detail
 
-template <class Program>
+template <class Program, class R>
 class dense_optimizer {
   using Store = typename Program::store_type;
   static constexpr std::size_t groups = detail::group_count<Store>();
 
  public:
-  dense_optimizer(Program& p, rule_kind rule) : m_be(&p.backend()) {
+  using refs_type = rule_refs_of<R>;
+
+  dense_optimizer(Program& p, R rule) : m_be(&p.backend()) {
     cuda::device_scope on(m_be->device_id());
     for (std::size_t g = 0; g < groups; ++g) {
       const auto span = detail::group_span<Store>(g);
@@ -363,11 +366,11 @@ class dense_optimizer {
   dense_optimizer(dense_optimizer const&) = delete;
   dense_optimizer& operator=(dense_optimizer const&) = delete;
 
-  group_optimizer& group(std::size_t g) { return m_opt[g]; }
+  group_optimizer<R>& group(std::size_t g) { return m_opt[g]; }
 
   // One update of every group (t counts steps from 1). refs: one per group (or one for all).
   // clip_norm: a constant or slot (<= 0: no clipping).
-  void step(Program& p, std::vector<rule_refs> const& refs, long long t, scalar_ref clip_norm = scalar_ref::constant(0)) {
+  void step(Program& p, std::vector<refs_type> const& refs, long long t, scalar_ref clip_norm = scalar_ref::constant(0)) {
     cuda::device_scope on(m_be->device_id());
     float* factor = nullptr;
     const bool clip = !(clip_norm.is_constant() && !(clip_norm.value > 0));
@@ -377,14 +380,14 @@ class dense_optimizer {
     }
     for (std::size_t g = 0; g < groups; ++g) {
       const auto span = detail::group_span<Store>(g);
-      rule_refs const& h = refs.size() == 1 ? refs[0] : refs.at(g);
+      refs_type const& h = refs.size() == 1 ? refs[0] : refs.at(g);
       m_opt[g].step(p.params() + span.offset, p.grads() + span.offset, h, t, m_be->scalars(), factor, m_be->compute());
     }
   }
 
  private:
   cuda_backend* m_be;
-  std::vector<group_optimizer> m_opt;
+  std::vector<group_optimizer<R>> m_opt;
   double* m_scratch = nullptr;
 };
 
