@@ -17,7 +17,7 @@ using D = nitro::basic_tensor<double>;
 
 // The CPU's kernels, counted: a second backend as far as the seam can tell.
 struct counting_ops final : nitro::device_ops {
-  std::atomic<int> gemms{0}, regions{0};
+  std::atomic<int> gemms{0}, regions{0}, fused{0}, epilogue_backwards{0};
   nitro::device_kind device() const noexcept override { return nitro::device_kind::cpu; }
   char const* name() const noexcept override { return "counting"; }
   void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, float const* a, std::int64_t lda, float const* b,
@@ -29,6 +29,26 @@ struct counting_ops final : nitro::device_ops {
             double const* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) override {
     ++gemms;
     nitro::cpu::ops::instance().gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  void gemm_epilogue(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float const* a, std::int64_t lda, float const* b,
+                     std::int64_t ldb, float const* bias, nitro::epilogue_act act, float* z, float* c, std::int64_t ldc) override {
+    ++fused;
+    nitro::cpu::ops::instance().gemm_epilogue(ta, tb, m, n, k, a, lda, b, ldb, bias, act, z, c, ldc);
+  }
+  void gemm_epilogue(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double const* a, std::int64_t lda, double const* b,
+                     std::int64_t ldb, double const* bias, nitro::epilogue_act act, double* z, double* c, std::int64_t ldc) override {
+    ++fused;
+    nitro::cpu::ops::instance().gemm_epilogue(ta, tb, m, n, k, a, lda, b, ldb, bias, act, z, c, ldc);
+  }
+  void epilogue_backward(nitro::epilogue_act act, std::int64_t m, std::int64_t n, float const* gy, float const* yz, float* g,
+                         float* bias_grad) override {
+    ++epilogue_backwards;
+    nitro::cpu::ops::instance().epilogue_backward(act, m, n, gy, yz, g, bias_grad);
+  }
+  void epilogue_backward(nitro::epilogue_act act, std::int64_t m, std::int64_t n, double const* gy, double const* yz, double* g,
+                         double* bias_grad) override {
+    ++epilogue_backwards;
+    nitro::cpu::ops::instance().epilogue_backward(act, m, n, gy, yz, g, bias_grad);
   }
   using nitro::device_ops::parallel_for;
   void parallel_for(int n, nitro::index_task task) override {
@@ -79,18 +99,77 @@ D step_on(nitro::device_ops& ops, L const& layer, D x) {
 
 }  // namespace
 
-TEST_CASE("backend seam: a dense layer's products go to the step context's kernels; outside a step, the CPU's") {
+TEST_CASE("backend seam: a dense layer's products and epilogues go to the step context's kernels; outside a step, the CPU's") {
   counting_ops ops;
   auto layer = nitro::nn::dense<6, 4>(nitro::nn::relu);
   D y = step_on(ops, layer, filled({6, 5}, 0.1));
-  CHECK(int(ops.gemms) == 3);  // y = W x, then dW and dx
+  CHECK(int(ops.fused) == 1);               // y = relu(W x + b), one fused product
+  CHECK(int(ops.epilogue_backwards) == 1);  // relu' and the bias's gradient
+  CHECK(int(ops.gemms) == 2);               // dW and dx
   CHECK(&nitro::detail::active_ops() == &nitro::cpu::ops::instance());
   // the same layer outside any step: the CPU's kernels, the same numbers
   auto ps = params_of<decltype(layer)>(0.01);
   nitro::nn::layer_state<decltype(layer), double> st;
   D y_cpu = layer(filled({6, 5}, 0.1), ps, st).first;
   for (std::int64_t i = 0; i < y.numel(); ++i) CHECK(y[i] == y_cpu[i]);
-  CHECK(int(ops.gemms) == 3);
+  CHECK(int(ops.gemms) == 2);
+  CHECK(int(ops.fused) == 1);
+}
+
+TEST_CASE("the fused epilogue: every activation, with and without bias, kept pre-activation, against the unfused ops") {
+  auto& ops = nitro::cpu::ops::instance();
+  constexpr std::int64_t m = 5, n = 7, k = 3;
+  nitro::rng g(3);
+  std::vector<double> a(m * k), b(k * n), bias(m), gy(m * n);
+  for (auto* v : {&a, &b, &bias, &gy})
+    for (auto& x : *v) x = g.uniform(-1.5, 1.5);
+  for (auto act : {nitro::epilogue_act::identity, nitro::epilogue_act::relu, nitro::epilogue_act::tanh, nitro::epilogue_act::sigmoid,
+                   nitro::epilogue_act::gelu}) {
+    INFO(nitro::to_string(act));
+    for (bool with_bias : {false, true}) {
+      std::vector<double> pre(m * n), c(m * n, 99.0), z(m * n, 99.0);
+      ops.gemm(false, false, m, n, k, 1.0, a.data(), m, b.data(), k, 0.0, pre.data(), m);
+      if (with_bias)
+        for (std::int64_t j = 0; j < n; ++j)
+          for (std::int64_t i = 0; i < m; ++i) pre[std::size_t(i + j * m)] += bias[std::size_t(i)];
+      ops.gemm_epilogue(false, false, m, n, k, a.data(), m, b.data(), k, with_bias ? bias.data() : nullptr, act, z.data(), c.data(), m);
+      // against the tensor ops of the same activation, and their gradient by the tape
+      D x = D::owned({m, n});
+      for (std::int64_t i = 0; i < m * n; ++i) x[i] = pre[std::size_t(i)];
+      D want = act == nitro::epilogue_act::identity ? x
+               : act == nitro::epilogue_act::relu   ? nitro::relu(x)
+               : act == nitro::epilogue_act::tanh   ? nitro::tanh(x)
+               : act == nitro::epilogue_act::sigmoid ? nitro::sigmoid(x)
+                                                     : nitro::gelu(x);
+      for (std::int64_t i = 0; i < m * n; ++i) {
+        CHECK(z[std::size_t(i)] == doctest::Approx(pre[std::size_t(i)]).epsilon(1e-14));
+        CHECK(c[std::size_t(i)] == doctest::Approx(want[i]).epsilon(1e-14));
+      }
+      // backward: g = gy act'(.), bias_grad += row sums of g
+      std::vector<double> gout(m * n), bg(m, 1.0);
+      ops.epilogue_backward(act, m, n, gy.data(), nitro::needs_preactivation(act) ? z.data() : c.data(), gout.data(), bg.data());
+      for (std::int64_t i = 0; i < m; ++i) {
+        double row = 0;
+        for (std::int64_t j = 0; j < n; ++j) {
+          const double p = pre[std::size_t(i + j * m)], h = 1e-6;
+          auto f = [&](double v) {
+            D t = D::owned({1});
+            t[0] = v;
+            D r = act == nitro::epilogue_act::identity ? t
+                  : act == nitro::epilogue_act::relu   ? nitro::relu(t)
+                  : act == nitro::epilogue_act::tanh   ? nitro::tanh(t)
+                  : act == nitro::epilogue_act::sigmoid ? nitro::sigmoid(t)
+                                                        : nitro::gelu(t);
+            return r[0];
+          };
+          const double d = (f(p + h) - f(p - h)) / (2 * h);  // finite differences, away from relu's kink
+          CHECK(gout[std::size_t(i + j * m)] == doctest::Approx(gy[std::size_t(i + j * m)] * d).epsilon(1e-6));
+          row += gout[std::size_t(i + j * m)];
+        }
+        CHECK(bg[std::size_t(i)] == doctest::Approx(1.0 + row).epsilon(1e-12));
+      }
+    }
+  }
 }
 
 TEST_CASE("backend seam: a convolution's chunks, run on worker threads, still use the step's kernels") {
@@ -165,10 +244,13 @@ TEST_CASE("the device construction fact: the handle trains and evaluates on the 
   nitro::Nitro h(Probe{}, nitro::max_epochs = 1, nitro::logger = nitro::no_loggers, nitro::device = counting_backend{&k});
   h.train(false);
   CHECK(seen_forward == &k);
-  const int trained = k.gemms;
-  CHECK(trained >= 3 * 4);  // 4 steps of 8 samples, each at least a forward product and its two backward products
+  const int trained = k.gemms, trained_fused = k.fused;
+  CHECK(trained >= 2 * 4);       // 4 steps of 8 samples, each at least the two backward products
+  CHECK(trained_fused >= 4);     // and a fused forward product
+  CHECK(k.epilogue_backwards >= 4);
   h.evaluate("valid");
-  CHECK(k.gemms > trained);
+  CHECK(k.fused > trained_fused);  // evaluation runs forward only, on the same kernels
+  CHECK(int(k.gemms) == trained);
   CHECK(std::string(h.backend().name()) == "counting");
   const auto given = record_of(h.keywords().records(), "device");
   CHECK(given.value == "counting");

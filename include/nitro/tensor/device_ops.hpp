@@ -4,14 +4,16 @@
 //   nitro::detail::active_ops().gemm(false, false, m, n, k, 1.f, a, m, b, k, 0.f, c, m);   // tensor/backend.hpp
 //
 // Layers never name a backend: their products and parallel regions ask the step context's
-// device_ops (the CPU's when no step is running, e.g. a layer called from a test). The elementwise
-// ops, reductions and losses still compute on host memory with Eigen: the table grows with the
-// kernels a device backend has to provide for them. A backend (tensor/cpu/backend.hpp, the
+// device_ops (the CPU's when no step is running, e.g. a layer called from a test): products, products
+// with their bias and activation fused (the dense layer's forward and backward), parallel regions.
+// The other ops (elementwise, reductions, softmax, losses, norms, convolution's chunks) compute on
+// host memory with Eigen inside the CPU's own regions. A backend (tensor/cpu/backend.hpp, the
 // reference) implements this table once; the handle installs its backend's table in every step and
 // evaluation context. A virtual call per product or parallel region: nothing next to the work.
 #pragma once
 
 #include "nitro/tensor/device.hpp"
+#include "nitro/tensor/epilogue.hpp"
 
 #include <cstdint>      // int64_t
 #include <type_traits>  // remove_reference
@@ -45,6 +47,22 @@ class device_ops {
                     std::int64_t lda, float const* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) = 0;
   virtual void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, double const* a,
                     std::int64_t lda, double const* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) = 0;
+
+  // C = act(op(A) op(B) + bias): column-major, bias one value per row of C (null: none). z, when not
+  // null and not c, receives the pre-activation op(A) op(B) + bias (ld ldc), what a gelu's derivative
+  // reads; c is written without being read. (cuBLASLt's bias and activation epilogues.)
+  virtual void gemm_epilogue(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float const* a, std::int64_t lda,
+                             float const* b, std::int64_t ldb, float const* bias, epilogue_act act, float* z, float* c, std::int64_t ldc) = 0;
+  virtual void gemm_epilogue(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, double const* a, std::int64_t lda,
+                             double const* b, std::int64_t ldb, double const* bias, epilogue_act act, double* z, double* c,
+                             std::int64_t ldc) = 0;
+  // The epilogue's backward over an m x n contiguous block: g = gy act'(yz) (yz: the output y, or the
+  // pre-activation z where needs_preactivation(act)); g may be gy. Then, with bias_grad (m values)
+  // not null, bias_grad += the row sums of g.
+  virtual void epilogue_backward(epilogue_act act, std::int64_t m, std::int64_t n, float const* gy, float const* yz, float* g,
+                                 float* bias_grad) = 0;
+  virtual void epilogue_backward(epilogue_act act, std::int64_t m, std::int64_t n, double const* gy, double const* yz, double* g,
+                                 double* bias_grad) = 0;
 
   // task(0 .. n-1), each exactly once, on the backend's workers; returns when all are done. A task
   // that itself calls parallel_for runs that inner loop inline.

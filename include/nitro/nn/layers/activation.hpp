@@ -8,17 +8,28 @@
 
 #include "nitro/nn/layer.hpp"
 #include "nitro/tensor/detail/record.hpp"
+#include "nitro/tensor/epilogue.hpp"
 #include "nitro/tensor/ops/elementwise.hpp"
+#include "nitro/tensor/ops/epilogue.hpp"
 #include "nitro/tensor/ops/softmax.hpp"
 
+#include <concepts>  // convertible_to
 #include <string>   // describe
 #include <utility>  // pair
 
 namespace nitro::nn {
 
 namespace detail {
-template <class Derived>
+// A fusable activation: which epilogue it is (tensor/epilogue.hpp), and its arithmetic from there,
+// for the layers that apply it inside their own loops (conv2d).
+template <class Derived, epilogue_act A>
 struct activation : stateless {
+  static constexpr epilogue_act epilogue = A;
+  static constexpr bool needs_preactivation = nitro::needs_preactivation(A);
+  static constexpr bool is_identity = A == epilogue_act::identity;
+  template <class X> static void forward_inplace(X&& x) { nitro::detail::epilogue_forward<A>(x); }
+  // g *= f'(.) given the output y, or the pre-activation z when needs_preactivation
+  template <class G, class YZ> static void backward_inplace(G&& g, YZ const& yz) { nitro::detail::epilogue_backward<A>(g, yz); }
   static constexpr bool keeps_channels = true;  // chain compares the channels across it
   template <class T>
   auto operator()(basic_tensor<T> const& x, tree<> const&, tree<> const& st) const {
@@ -27,61 +38,30 @@ struct activation : stateless {
 };
 }  // namespace detail
 
-struct identity_t : detail::activation<identity_t> {
-  static constexpr bool needs_preactivation = false;
-  static constexpr bool is_identity = true;
+struct identity_t : detail::activation<identity_t, epilogue_act::identity> {
   std::string describe() const { return "identity"; }
   static constexpr char const* name() noexcept { return "identity"; }
   template <class T> static basic_tensor<T> apply(basic_tensor<T> const& x) { return x; }
-  template <class A> static void forward_inplace(A&&) {}
-  // g *= f'(.) given output y (and pre-activation z when needs_preactivation)
-  template <class G, class Y> static void backward_inplace(G&&, Y const&) {}
 };
-struct relu_t : detail::activation<relu_t> {
-  static constexpr bool needs_preactivation = false;
-  static constexpr bool is_identity = false;
+struct relu_t : detail::activation<relu_t, epilogue_act::relu> {
   std::string describe() const { return "relu"; }
   static constexpr char const* name() noexcept { return "relu"; }
   template <class T> static basic_tensor<T> apply(basic_tensor<T> const& x) { return nitro::relu(x); }
-  template <class A> static void forward_inplace(A&& a) { a = a.max(typename std::remove_cvref_t<A>::Scalar(0)); }
-  template <class G, class Y> static void backward_inplace(G&& g, Y const& y) {
-    using S = typename std::remove_cvref_t<G>::Scalar;
-    g = (y > S(0)).select(g, S(0));
-  }
 };
-struct tanh_t : detail::activation<tanh_t> {
-  static constexpr bool needs_preactivation = false;
-  static constexpr bool is_identity = false;
+struct tanh_t : detail::activation<tanh_t, epilogue_act::tanh> {
   std::string describe() const { return "tanh"; }
   static constexpr char const* name() noexcept { return "tanh"; }
   template <class T> static basic_tensor<T> apply(basic_tensor<T> const& x) { return nitro::tanh(x); }
-  template <class A> static void forward_inplace(A&& a) { a = a.tanh(); }
-  template <class G, class Y> static void backward_inplace(G&& g, Y const& y) {
-    using S = typename std::remove_cvref_t<G>::Scalar;
-    g *= S(1) - y.square();
-  }
 };
-struct sigmoid_t : detail::activation<sigmoid_t> {
-  static constexpr bool needs_preactivation = false;
-  static constexpr bool is_identity = false;
+struct sigmoid_t : detail::activation<sigmoid_t, epilogue_act::sigmoid> {
   std::string describe() const { return "sigmoid"; }
   static constexpr char const* name() noexcept { return "sigmoid"; }
   template <class T> static basic_tensor<T> apply(basic_tensor<T> const& x) { return nitro::sigmoid(x); }
-  template <class A> static void forward_inplace(A&& a) { a = a.logistic(); }
-  template <class G, class Y> static void backward_inplace(G&& g, Y const& y) {
-    using S = typename std::remove_cvref_t<G>::Scalar;
-    g *= y * (S(1) - y);
-  }
 };
-struct gelu_t : detail::activation<gelu_t> {
-  static constexpr bool needs_preactivation = true;
-  static constexpr bool is_identity = false;
+struct gelu_t : detail::activation<gelu_t, epilogue_act::gelu> {
   std::string describe() const { return "gelu"; }
   static constexpr char const* name() noexcept { return "gelu"; }
   template <class T> static basic_tensor<T> apply(basic_tensor<T> const& x) { return nitro::gelu(x); }
-  template <class A> static void forward_inplace(A&& a) { a = nitro::detail::gelu_fn::f(a); }  // coefficient-wise: no aliasing
-  // for gelu the second argument is the pre-activation z
-  template <class G, class Z> static void backward_inplace(G&& g, Z const& z) { g *= nitro::detail::gelu_fn::df(z, z); }
 };
 struct softmax_t : stateless {
   std::string describe() const { return "softmax"; }
@@ -99,6 +79,8 @@ inline constexpr gelu_t gelu{};
 inline constexpr softmax_t softmax{};
 
 template <class A>
-concept fusable_activation = requires { A::needs_preactivation; A::is_identity; };
+concept fusable_activation = requires {
+  { A::epilogue } -> std::convertible_to<epilogue_act>;
+};
 
 }  // namespace nitro::nn

@@ -3,9 +3,10 @@
 //   nitro::nn::dense<784, 256>(nitro::nn::relu)     y = relu(W x + b), W: [256, 784], b: [256]
 //
 // Extents are template arguments, so a width that comes from a GraphConst gives each width its
-// own specialised layer. Forward is one GEMM plus one pass adding the bias and applying the
-// activation; backward is one pass for the activation's derivative and up to three GEMMs (dW, dx
-// only when x needs a gradient) — one coarse tape node.
+// own specialised layer. Forward is one product with its bias and activation fused
+// (device_ops::gemm_epilogue); backward is the epilogue's backward (the activation's derivative and
+// the bias's gradient, device_ops::epilogue_backward) and up to two products (dW, and dx only when x
+// needs a gradient) — one coarse tape node, every kernel from the step's backend.
 #pragma once
 
 #include "nitro/nn/init.hpp"
@@ -69,13 +70,10 @@ struct dense_layer {
     basic_tensor<T> y = make_output<T>(shape{Out, B}, grad);
     // z keeps the pre-activation only when the activation's derivative needs it (gelu)
     basic_tensor<T> z = Act::needs_preactivation && grad ? basic_tensor<T>::empty(shape{Out, B}) : y;
-    nitro::detail::active_ops().gemm(false, false, Out, B, In, T(1), W.data(), Out, x.data(), In, T(0), z.data(), Out);
-    auto Z = mat_map<T>(z.data(), Out, B);
-    if constexpr (Bias) Z.colwise() += cmat_map<T>(b.data(), Out, 1).col(0);
-    if constexpr (!Act::is_identity) {
-      if (z.data() != y.data()) mat_map<T>(y.data(), Out, B) = Z;
-      Act::forward_inplace(mat_map<T>(y.data(), Out, B).array());
-    }
+    T const* bd = nullptr;
+    if constexpr (Bias) bd = b.data();
+    nitro::detail::active_ops().gemm_epilogue(false, false, Out, B, In, W.data(), Out, x.data(), In, bd, Act::epilogue,
+                                              z.data() != y.data() ? z.data() : nullptr, y.data(), Out);
 
     if (grad) {
       T const* xd = x.data(); T const* wd = W.data(); T const* yd = y.data(); T const* zd = z.data();
@@ -83,18 +81,16 @@ struct dense_layer {
       active_tape().record([=](tape& t) {
         T const* gy = t.grad_if_any<T>(yv);
         if (!gy) return;
+        device_ops& ops = nitro::detail::active_ops();
         T const* g = gy;
-        if constexpr (!Act::is_identity) {  // g = gy * act'(.) in a scratch buffer
-          T* s = t.memory().allocate_n<T>(static_cast<std::size_t>(Out * B));
-          auto S = mat_map<T>(s, Out, B).array();
-          S = cmat_map<T>(gy, Out, B).array();
-          if constexpr (Act::needs_preactivation) Act::backward_inplace(S, cmat_map<T>(zd, Out, B).array());
-          else Act::backward_inplace(S, cmat_map<T>(yd, Out, B).array());
+        T* db = bv >= 0 ? t.grad<T>(bv) : nullptr;
+        if (!Act::is_identity || db) {  // g = gy * act'(.) in a scratch buffer, its row sums into the bias's gradient
+          T* s = Act::is_identity ? const_cast<T*>(gy) : t.memory().allocate_n<T>(static_cast<std::size_t>(Out * B));
+          ops.epilogue_backward(Act::epilogue, Out, B, gy, Act::needs_preactivation ? zd : yd, s, db);
           g = s;
         }
-        if (bv >= 0) mat_map<T>(t.grad<T>(bv), Out, 1).col(0) += cmat_map<T>(g, Out, B).rowwise().sum();
-        if (wv >= 0) nitro::detail::active_ops().gemm(false, true, Out, In, B, T(1), g, Out, xd, In, T(1), t.grad<T>(wv), Out);
-        if (xv >= 0) nitro::detail::active_ops().gemm(true, false, In, B, Out, T(1), wd, Out, g, Out, T(1), t.grad<T>(xv), In);
+        if (wv >= 0) ops.gemm(false, true, Out, In, B, T(1), g, Out, xd, In, T(1), t.grad<T>(wv), Out);
+        if (xv >= 0) ops.gemm(true, false, In, B, Out, T(1), wd, Out, g, Out, T(1), t.grad<T>(xv), In);
       });
     }
     return {y, st};

@@ -3,13 +3,17 @@
 // Its device memory is host memory, so to_device hands back the same view (and counts what passed
 // through the door, by field name and bytes, so tests and show() can see that a field no hook
 // declares never moved). Products are nitro's own GEMM (cpu/gemm.hpp: AVX-512 where compiled for
-// it, Eigen's otherwise), parallel regions the process's thread pool (cpu/thread_pool.hpp).
+// it, Eigen's otherwise), their epilogues one Eigen pass (tensor/ops/epilogue.hpp), parallel regions
+// the process's thread pool (cpu/thread_pool.hpp).
 #pragma once
 
 #include "nitro/tensor/cpu/gemm.hpp"
 #include "nitro/tensor/cpu/thread_pool.hpp"
 #include "nitro/tensor/device_ops.hpp"
+#include "nitro/tensor/ops/epilogue.hpp"
 #include "nitro/tensor/tensor.hpp"
+
+#include <Eigen/Core>
 
 #include <cstdint>      // int64_t
 #include <functional>   // less<>: lookups by string_view
@@ -26,6 +30,30 @@ struct transfer_count {
 
 namespace cpu {
 
+namespace detail {
+template <class T>
+void gemm_epilogue(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T const* a, std::int64_t lda, T const* b,
+                   std::int64_t ldb, T const* bias, epilogue_act act, T* z, T* c, std::int64_t ldc) {
+  using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+  using strided = Eigen::Map<matrix, 0, Eigen::OuterStride<>>;
+  T* pre = z ? z : c;
+  cpu::gemm<T>(ta, tb, m, n, k, T(1), a, lda, b, ldb, T(0), pre, ldc);
+  strided P(pre, m, n, Eigen::OuterStride<>(ldc));
+  if (bias) P.colwise() += Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(bias, m);
+  strided C(c, m, n, Eigen::OuterStride<>(ldc));
+  if (pre != c) C = P;
+  nitro::detail::with_epilogue(act, [&](auto A) { nitro::detail::epilogue_forward<A.value>(C.array()); });
+}
+template <class T>
+void epilogue_backward(epilogue_act act, std::int64_t m, std::int64_t n, T const* gy, T const* yz, T* g, T* bias_grad) {
+  using array = Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic>;
+  Eigen::Map<array> G(g, m, n);
+  if (g != gy) G = Eigen::Map<const array>(gy, m, n);
+  nitro::detail::with_epilogue(act, [&](auto A) { nitro::detail::epilogue_backward<A.value>(G, Eigen::Map<const array>(yz, m, n)); });
+  if (bias_grad) Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(bias_grad, m) += G.rowwise().sum();
+}
+}  // namespace detail
+
 class ops final : public device_ops {
  public:
   static ops& instance() noexcept {
@@ -41,6 +69,21 @@ class ops final : public device_ops {
   void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, double const* a, std::int64_t lda,
             double const* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) override {
     cpu::gemm<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  void gemm_epilogue(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float const* a, std::int64_t lda, float const* b,
+                     std::int64_t ldb, float const* bias, epilogue_act act, float* z, float* c, std::int64_t ldc) override {
+    detail::gemm_epilogue<float>(ta, tb, m, n, k, a, lda, b, ldb, bias, act, z, c, ldc);
+  }
+  void gemm_epilogue(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double const* a, std::int64_t lda, double const* b,
+                     std::int64_t ldb, double const* bias, epilogue_act act, double* z, double* c, std::int64_t ldc) override {
+    detail::gemm_epilogue<double>(ta, tb, m, n, k, a, lda, b, ldb, bias, act, z, c, ldc);
+  }
+  void epilogue_backward(epilogue_act act, std::int64_t m, std::int64_t n, float const* gy, float const* yz, float* g, float* bias_grad) override {
+    detail::epilogue_backward<float>(act, m, n, gy, yz, g, bias_grad);
+  }
+  void epilogue_backward(epilogue_act act, std::int64_t m, std::int64_t n, double const* gy, double const* yz, double* g,
+                         double* bias_grad) override {
+    detail::epilogue_backward<double>(act, m, n, gy, yz, g, bias_grad);
   }
   using device_ops::parallel_for;
   void parallel_for(int n, index_task task) override { thread_pool::instance().parallel_for(n, [&](int i) { task(i); }); }
