@@ -64,7 +64,12 @@ EOF
   echo 'set(EIGEN3_INCLUDE_DIR "${Eigen3_INCLUDE_DIR}")' >>"$BUNDLE/cmake/Eigen3Config.cmake"
   config nlohmann_json nlohmann_json::nlohmann_json "" 3.11.2
   config doctest doctest::doctest "" 2.4.9
-  cp /usr/share/datasets/fashion-mnist/*.gz "$BUNDLE/fashion-mnist/"
+  # the data set must be here to travel: a bundle without it would fail later, on the GPU machine's clock
+  data_files=(/usr/share/datasets/fashion-mnist/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz)
+  for f in "${data_files[@]}"; do
+    [[ -f "$f" ]] || { echo "gpu_check --bundle: $f is missing; install it first: apt-get install dataset-fashion-mnist"; exit 1; }
+  done
+  cp "${data_files[@]}" "$BUNDLE/fashion-mnist/" || { echo "gpu_check --bundle: copying Fashion-MNIST into $BUNDLE failed"; exit 1; }
   echo "gpu_check --bundle: $(du -sh "$BUNDLE" | cut -f1) in $BUNDLE ($(echo "$deps" | wc -l) headers, Eigen $ev, Fashion-MNIST)"
   echo "carry it: run(command=\"bash bench/gpu_check.sh\", carry=[\"build-gpu-bundle\"])"
   exit 0

@@ -142,6 +142,7 @@ void compare_program(char const* name, Model const& model, std::int64_t B, doubl
   prog.backward(dyd.data(), dxd.data());
   std::vector<float> y(static_cast<std::size_t>(Out * B)), grads(static_cast<std::size_t>(Store::size));
   NITRO_CUDA_CHECK(cudaStreamSynchronize(be.compute()));
+  NITRO_CUDA_CHECK(cudaDeviceSynchronize());  // the backend's streams are non-blocking: a plain copy would not wait
   NITRO_CUDA_CHECK(cudaMemcpy(y.data(), yd, y.size() * sizeof(float), cudaMemcpyDeviceToHost));
   prog.download_grads(grads.data());
   const auto dx = dxd.get();
@@ -158,6 +159,7 @@ void compare_program(char const* name, Model const& model, std::int64_t B, doubl
   float const* ye = prog.forward(xd.data(), B, false);
   std::vector<float> y2(y.size());
   NITRO_CUDA_CHECK(cudaStreamSynchronize(be.compute()));
+  NITRO_CUDA_CHECK(cudaDeviceSynchronize());  // the backend's streams are non-blocking: a plain copy would not wait
   NITRO_CUDA_CHECK(cudaMemcpy(y2.data(), ye, y2.size() * sizeof(float), cudaMemcpyDeviceToHost));
   CHECK(max_rel_error(y2, y) < 1e-6);
 }
@@ -248,8 +250,8 @@ void group_update_matches(R const& rule, char const* name, nitro::cuda_backend& 
   std::vector<std::uint32_t> bits((n + 31) / 32);
   for (auto& b : bits) b = static_cast<std::uint32_t>(g());
   dvec<float> pd(p), ad(anchor);
-  cu::group_optimizer<R> opt(rule, n);
-  opt.set_decay_mask(bits);
+  cu::group_optimizer<R> opt(rule, n, be.compute());
+  opt.set_decay_mask(bits, be.compute());
   opt.set_anchor(ad.data(), be.compute());
   std::vector<std::vector<float>> st(S, std::vector<float>(n, 0.0f));
   for (long long t = 1; t <= 5; ++t) {
@@ -499,6 +501,7 @@ TEST_CASE("n_devs: NCCL all-reduce (mean) and broadcast over the flat buffers of
     cu::device_scope on(i);
     be[static_cast<std::size_t>(i)]->synchronize();
     std::vector<float> h(count);
+    NITRO_CUDA_CHECK(cudaDeviceSynchronize());  // the backend's streams are non-blocking: a plain copy would not wait
     NITRO_CUDA_CHECK(cudaMemcpy(h.data(), ptrs[static_cast<std::size_t>(i)], count * sizeof(float), cudaMemcpyDeviceToHost));
     CHECK(std::all_of(h.begin(), h.end(), [&](float v) { return v == mean; }));
   }

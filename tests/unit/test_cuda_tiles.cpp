@@ -671,6 +671,24 @@ TEST_CASE("device scalars: slots in declaration order of the Device fields, read
   CHECK_THROWS_WITH_AS(cu::device_scalar<ScalarsExp>("nope"), doctest::Contains("E-CUDA-010"), nitro::error);
 }
 
+TEST_CASE("device scalars: a slot added before bind() would alias a Device field, and is refused; a slot read with no block is NaN") {
+  ScalarsExp e;
+  cu::scalar_block early;
+  const auto eta = early.add(1e-3f);
+  CHECK(eta.slot == 0);  // where the first Device field belongs
+  CHECK_THROWS_WITH_AS(early.bind(e), doctest::Contains("E-CUDA-010"), nitro::error);
+  CHECK(eta.read(early.data()) == doctest::Approx(1e-3));  // the refused bind left the slot alone
+  // the twin: bind, then add
+  cu::scalar_block block;
+  block.bind(e);
+  const auto later = block.add(1e-3f);
+  CHECK(later.slot == 3);
+  CHECK(cu::device_scalar<ScalarsExp>("smoothing").read(block.data()) == doctest::Approx(0.05));
+  // a launch that passed no block (nothing mirrored yet) reads NaN for a slot, the constant otherwise
+  CHECK(std::isnan(later.read(nullptr)));
+  CHECK(cu::scalar_ref::constant(0.5).read(nullptr) == 0.5);
+}
+
 // ---- which models fuse ---------------------------------------------------------------------------------
 
 TEST_CASE("dense_chain: the fused kernel takes dense chains of one width in [16, 128]; the rest runs through cuBLASLt") {

@@ -21,6 +21,7 @@
 #include <cstddef>      // size_t
 #include <cstdint>      // int32_t, int64_t
 #include <cstring>      // memcpy
+#include <limits>       // quiet_NaN
 #include <memory>       // the block
 #include <string>       // messages
 #include <string_view>  // field names
@@ -51,8 +52,11 @@ struct scalar_ref {
   static constexpr scalar_ref at(int slot, scalar_type t) noexcept { return scalar_ref{slot, t, 0}; }
   constexpr bool is_constant() const noexcept { return slot < 0; }
 
+  // A slot read where no block was mirrored is NaN, never a plausible 0: a launch before the first
+  // mirror_scalars shows in the loss and the divergence check instead of training on a zero.
   NITRO_HD_INLINE double read(void const* block) const {
-    if (slot < 0 || block == nullptr) return value;
+    if (slot < 0) return value;
+    if (block == nullptr) return std::numeric_limits<double>::quiet_NaN();
     unsigned char const* b = static_cast<unsigned char const*>(block) + scalar_slot_bytes * static_cast<std::size_t>(slot);
     switch (type) {
       case scalar_type::f32: { float f; std::memcpy(&f, b, sizeof f); return f; }
@@ -118,6 +122,11 @@ class scalar_block {
   template <experiment E>
   void bind(E& e) {
     constexpr std::size_t n = device_field_count<E>();
+    // The Device fields own the first slots (device_slot<E> says so at compile time): a slot added
+    // before them would share its slot with a field.
+    if (m_used > 0 && m_bound == 0)
+      throw error("E-CUDA-010", "scalar_block::bind came after add(): the " + std::to_string(m_used) + " slot(s) added first would share slots with the experiment's Device fields",
+                  "bind the experiment first (block.bind(e)), then add the scheduled slots");
     if (m_slots < n) resize(n);
     std::size_t i = 0;
     for_each_field<E>([&](auto d) {

@@ -97,9 +97,13 @@ class dense_program {
     }
     m_params.reserve(static_cast<std::size_t>(size));
     m_grads.reserve(static_cast<std::size_t>(size));
-    NITRO_CUDA_CHECK(cudaMemset(m_params.data(), 0, sizeof(float) * static_cast<std::size_t>(size)));
-    NITRO_CUDA_CHECK(cudaMemset(m_grads.data(), 0, sizeof(float) * static_cast<std::size_t>(size)));
+    // Zeroed on the compute stream, where every later kernel of the program runs (the legacy default
+    // stream would not order against the backend's non-blocking streams); the sums too, so that
+    // read_sums before any batch reads zeros, not whatever cudaMalloc left.
+    m_params.zero_async(m_be->compute(), static_cast<std::size_t>(size));
+    m_grads.zero_async(m_be->compute(), static_cast<std::size_t>(size));
     NITRO_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&m_sums), sizeof(metric_sums)));
+    reset_sums();
   }
   ~dense_program() {
     if (m_sums) cudaFree(m_sums);
@@ -349,14 +353,14 @@ class dense_optimizer {
     cuda::device_scope on(m_be->device_id());
     for (std::size_t g = 0; g < groups; ++g) {
       const auto span = detail::group_span<Store>(g);
-      m_opt.emplace_back(rule, span.size);
+      m_opt.emplace_back(rule, span.size, m_be->compute());
       std::vector<std::uint32_t> bits(static_cast<std::size_t>((span.size + 31) / 32), 0u);
       for (auto const& li : Store::leaves) {
         if (!li.trainable || li.rank < 2 || li.offset < span.offset || li.offset >= span.offset + span.size) continue;
         for (std::int64_t i = li.offset - span.offset; i < li.offset - span.offset + li.numel; ++i)
           bits[static_cast<std::size_t>(i >> 5)] |= 1u << (i & 31);
       }
-      m_opt.back().set_decay_mask(bits);
+      m_opt.back().set_decay_mask(bits, m_be->compute());
     }
     NITRO_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&m_scratch), sizeof(double) + sizeof(float)));
   }

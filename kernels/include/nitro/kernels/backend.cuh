@@ -163,6 +163,8 @@ class cuda_backend {
     m_last_bytes = bytes;
     ++m_scalar_copies;
   }
+  // The mirrored block; null before the first mirror_scalars, where a kernel's slot reads are NaN
+  // (scalar_ref::read), so a launch that forgot the mirror shows instead of computing with zeros.
   void const* scalars() const noexcept { return m_scalars.data(); }
   std::int64_t scalar_copies() const noexcept { return m_scalar_copies; }
 

@@ -4,7 +4,7 @@
 //   auto rule = nitro::optim::adamw();                  // any rule of optim/: a chain, a SAM wrapper, ...
 //   auto h = nitro::cuda::constant_refs(rule, 1e-3, 1e-2);   // where eta, lambda, beta1, ... come from
 //   h.eta = block.add(1e-3f);                           // a slot: a schedule writes it each step
-//   nitro::cuda::group_optimizer opt(rule, n);
+//   nitro::cuda::group_optimizer opt(rule, n, stream);
 //   opt.step(params, grads, h, step, backend.scalars(), clip_factor, stream);   // one launch per group
 //
 // One kernel walks the group's span of the flat buffers: clipped gradient, the rule's element
@@ -102,10 +102,12 @@ class group_optimizer {
  public:
   static constexpr std::size_t states = R::states::size;
 
-  group_optimizer(R rule, long long n) : m_rule(rule), m_n(n) {
+  // Every copy and fill goes on `s`, the stream the updates run on: the legacy default stream does
+  // not order against a backend's non-blocking streams.
+  group_optimizer(R rule, long long n, cudaStream_t s) : m_rule(rule), m_n(n) {
     for (auto& st : m_state) {
       st.reserve(static_cast<std::size_t>(n > 0 ? n : 1));
-      NITRO_CUDA_CHECK(cudaMemset(st.data(), 0, sizeof(float) * st.capacity()));
+      st.zero_async(s);
     }
   }
 
@@ -114,9 +116,10 @@ class group_optimizer {
   float* state(std::size_t k) noexcept { return m_state[k].data(); }
 
   // Bit i set: element i decays. Without a mask every element decays (when lambda > 0).
-  void set_decay_mask(std::vector<std::uint32_t> const& bits) {
+  void set_decay_mask(std::vector<std::uint32_t> const& bits, cudaStream_t s) {
     m_bits.reserve(bits.size() ? bits.size() : 1);
-    NITRO_CUDA_CHECK(cudaMemcpy(m_bits.data(), bits.data(), bits.size() * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
+    NITRO_CUDA_CHECK(cudaMemcpyAsync(m_bits.data(), bits.data(), bits.size() * sizeof(std::uint32_t), cudaMemcpyHostToDevice, s));
+    NITRO_CUDA_CHECK(cudaStreamSynchronize(s));  // `bits` is the caller's pageable vector: done with it before returning
     m_has_bits = true;
   }
   // The anchor decay pulls toward (w0): n device floats, copied.
