@@ -43,6 +43,7 @@
 #include "nitro/record/safetensors_writer.hpp"
 #include "nitro/record/weights_ref.hpp"
 #include "nitro/record/weights_resolve.hpp"
+#include "nitro/tensor/cpu/backend.hpp"
 #include "nitro/tensor/cpu/gemm.hpp"
 #include "nitro/tensor/cpu/thread_pool.hpp"
 #include "nitro/train/divergence.hpp"
@@ -56,6 +57,12 @@ template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, 
                           std::int64_t, float, float*, std::int64_t);
 template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double, double const*, std::int64_t,
                            double const*, std::int64_t, double, double*, std::int64_t);
+template void detail::gemm_epilogue<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float const*, std::int64_t, float const*,
+                                           std::int64_t, float const*, epilogue_act, float*, float*, std::int64_t);
+template void detail::gemm_epilogue<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double const*, std::int64_t,
+                                            double const*, std::int64_t, double const*, epilogue_act, double*, double*, std::int64_t);
+template void detail::epilogue_backward<float>(epilogue_act, std::int64_t, std::int64_t, float const*, float const*, float*, float*);
+template void detail::epilogue_backward<double>(epilogue_act, std::int64_t, std::int64_t, double const*, double const*, double*, double*);
 }  // namespace nitro::cpu
 
 // the stock instantiations the headers declare extern where the runtime is linked

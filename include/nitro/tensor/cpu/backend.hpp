@@ -7,6 +7,7 @@
 // the process's thread pool (cpu/thread_pool.hpp).
 #pragma once
 
+#include "nitro/core/runtime.hpp"
 #include "nitro/tensor/cpu/gemm.hpp"
 #include "nitro/tensor/cpu/thread_pool.hpp"
 #include "nitro/tensor/device_ops.hpp"
@@ -52,6 +53,16 @@ void epilogue_backward(epilogue_act act, std::int64_t m, std::int64_t n, T const
   nitro::detail::with_epilogue(act, [&](auto A) { nitro::detail::epilogue_backward<A.value>(G, Eigen::Map<const array>(yz, m, n)); });
   if (bias_grad) Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(bias_grad, m) += G.rowwise().sum();
 }
+#if NITRO_RUNTIME_EXTERN
+// Compiled once, in nitro::runtime (src/runtime.cpp): every activation's epilogue for both types is
+// reached through the kernels table's virtuals, so each translation unit would compile all of them.
+extern template void gemm_epilogue<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float const*, std::int64_t, float const*,
+                                          std::int64_t, float const*, epilogue_act, float*, float*, std::int64_t);
+extern template void gemm_epilogue<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double const*, std::int64_t,
+                                           double const*, std::int64_t, double const*, epilogue_act, double*, double*, std::int64_t);
+extern template void epilogue_backward<float>(epilogue_act, std::int64_t, std::int64_t, float const*, float const*, float*, float*);
+extern template void epilogue_backward<double>(epilogue_act, std::int64_t, std::int64_t, double const*, double const*, double*, double*);
+#endif
 }  // namespace detail
 
 class ops final : public device_ops {
