@@ -252,6 +252,7 @@ constexpr auto axis(V0 const& v0, V const&... v) noexcept {
 template <fixed_string Variant>
 struct base_variant {
   static constexpr auto name = Variant;
+  using base_variant_tag = void;  // what is_base_variant detects (nvcc: see is_keyword_arg)
 };
 template <fixed_string Variant>
 inline constexpr base_variant<Variant> base{};
@@ -265,8 +266,7 @@ struct sweep_decl {
 };
 
 namespace detail {
-template <class T> struct is_base_variant : std::false_type {};
-template <fixed_string V> struct is_base_variant<base_variant<V>> : std::true_type {};
+template <class T> struct is_base_variant : std::bool_constant<requires { typename T::base_variant_tag; }> {};
 }  // namespace detail
 
 // sweep<"name">([base<"v">,] axis<...>(...)...): a cross product, the last axis varying fastest.

@@ -31,11 +31,11 @@ template <fixed_string Name>
 struct group {
   static constexpr auto name = Name;
   static constexpr std::string_view view() noexcept { return Name.view(); }
+  using group_tag = void;  // what is_group detects (nvcc: see is_keyword_arg)
 };
 using default_group = group<"default">;
 
-template <class T> struct is_group : std::false_type {};
-template <fixed_string N> struct is_group<group<N>> : std::true_type {};
+template <class T> struct is_group : std::bool_constant<requires { typename T::group_tag; }> {};
 template <class T> inline constexpr bool is_group_v = is_group<std::remove_cvref_t<T>>::value;
 
 // ---- diagnostics vocabulary: names both compilers print as text --------------------------------
@@ -125,26 +125,31 @@ template <fixed_string Path, bool Trainable> struct leaf_path {
   static constexpr auto path = Path;
   static constexpr bool trainable = Trainable;
 };
-template <fixed_string Prefix, class Tree> struct leaf_paths;
+template <fixed_string Prefix, class En> struct leaf_paths_entry;
+// A function, not a partial specialisation leaf_paths<Prefix, tree<En...>>: nvcc's front end does
+// not match a class-type template parameter in a partial specialisation.
+template <fixed_string Prefix, class... En>
+auto leaf_paths_of_tree(tree<En...>*) -> typename tconcat_all<typename leaf_paths_entry<Prefix, En>::type...>::type;
 template <fixed_string Prefix, class En>
 struct leaf_paths_entry {
   static constexpr auto path = child_path<Prefix, En::name>();
   using Child = typename En::type;
   static auto compute() {
-    if constexpr (is_tree_v<Child>) return typename leaf_paths<path, Child>::type{};
+    if constexpr (is_tree_v<Child>) return leaf_paths_of_tree<path>(static_cast<Child*>(nullptr));
     else return tlist<leaf_path<path, Child::trainable>>{};
   }
   using type = decltype(compute());
 };
-template <fixed_string Prefix, class... En>
-struct leaf_paths<Prefix, tree<En...>> {
-  using type = typename tconcat_all<typename leaf_paths_entry<Prefix, En>::type...>::type;
-};
-template <class Spec> using leaf_paths_of = typename leaf_paths<fixed_string<0>{}, Spec>::type;
+template <class Spec> using leaf_paths_of = decltype(leaf_paths_of_tree<fixed_string<0>{}>(static_cast<Spec*>(nullptr)));
 
 // The group type of every leaf of Spec in declaration order; void for non-trainable leaves.
-template <class E, class L> struct group_of_path { using type = void; };
-template <class E, fixed_string P> struct group_of_path<E, leaf_path<P, true>> { using type = decltype(group_of_leaf<E, P>()); };
+template <class E, class L> struct group_of_path {
+  static auto compute() {
+    if constexpr (L::trainable) return group_of_leaf<E, L::path>();
+    else return;
+  }
+  using type = decltype(compute());
+};
 template <class E, class Paths> struct leaf_groups;
 template <class E, class... L> struct leaf_groups<E, tlist<L...>> { using type = tlist<typename group_of_path<E, L>::type...>; };
 
@@ -161,9 +166,10 @@ struct tunique<tlist<A...>, tlist<H, R...>> {
 template <class T, class L> struct tindex;
 template <class T, class... L> struct tindex<T, tlist<L...>> {
   static constexpr int value = [] {
-    int i = 0, r = -1;
-    ((std::is_same_v<T, L> ? (r = (r < 0 ? i : r)) : 0, ++i), ...);
-    return r;
+    constexpr bool same[] = {std::is_same_v<T, L>..., false};
+    for (int i = 0; i < int(sizeof...(L)); ++i)
+      if (same[i]) return i;
+    return -1;
   }();
 };
 

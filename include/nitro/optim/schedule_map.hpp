@@ -49,6 +49,7 @@ template <fixed_string K, class F>
 struct schedule_entry {
   static constexpr auto key = K;
   using factory_type = F;
+  using schedule_entry_tag = void;  // what is_schedule_entry detects (nvcc: see is_keyword_arg)
   F factory;
 };
 
@@ -70,8 +71,7 @@ struct schedule_key {
 template <fixed_string K>
 inline constexpr schedule_key<K> key{};
 
-template <class T> struct is_schedule_entry : std::false_type {};
-template <fixed_string K, class F> struct is_schedule_entry<schedule_entry<K, F>> : std::true_type {};
+template <class T> struct is_schedule_entry : std::bool_constant<requires { typename T::schedule_entry_tag; }> {};
 
 namespace detail {
 template <class A>

@@ -51,6 +51,7 @@ template <fixed_string Name, class V>
 struct keyword_arg {
   static constexpr auto name = Name;
   using value_type = V;
+  using keyword_arg_tag = void;  // what is_keyword_arg detects (nvcc's front end cannot match keyword_arg<N, V>)
   V value;
 };
 
@@ -195,8 +196,9 @@ struct keyword {
   }
 };
 
-template <class K> struct is_keyword_arg : std::false_type {};
-template <fixed_string N, class V> struct is_keyword_arg<keyword_arg<N, V>> : std::true_type {};
+// Detected through a member, not a partial specialisation on keyword_arg<N, V>: nvcc's front end
+// (EDG) does not deduce a class-type template argument nested in a template-id (docs/cuda.md).
+template <class K> struct is_keyword_arg : std::bool_constant<requires { typename K::keyword_arg_tag; }> {};
 
 template <class Arg, std::size_t Position>
 constexpr bool check_run_keyword() noexcept {
@@ -206,8 +208,12 @@ constexpr bool check_run_keyword() noexcept {
 
 // Is K the keyword Name? False for anything that is not a keyword, without naming K::name (an
 // argument that is not a keyword is E-KW-001 once, not an error in every lookup after it).
-template <fixed_string Name, class K> inline constexpr bool is_keyword_named = false;
-template <fixed_string Name, fixed_string N, class V> inline constexpr bool is_keyword_named<Name, keyword_arg<N, V>> = N == Name;
+template <fixed_string Name, class K>
+constexpr bool keyword_named() noexcept {
+  if constexpr (is_keyword_arg<K>::value) return K::name == Name;
+  else return false;
+}
+template <fixed_string Name, class K> inline constexpr bool is_keyword_named = keyword_named<Name, K>();
 
 // Finds keyword Name among the arguments.
 template <fixed_string Name, class... Args>

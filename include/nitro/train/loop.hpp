@@ -38,8 +38,14 @@ template <class S>
 void join_replicas(S& s) {
   s.m_reducer.emplace(*s.m_dist, s.m_params);
   s.m_control.emplace(*s.m_dist);
-  dist::require_same_run(*s.m_dist, {s.m_kw.seed.value, s.m_kw.batch_size.value, s.m_kw.accum.value, S::param_store_type::size,
-                                   s.m_data.has("train") ? s.m_data.split("train").size() : 0});
+  // Fields assigned one by one: nvcc's host pass (cudafe++) rewrote this as a braced argument wrongly.
+  dist::run_fingerprint run;
+  run.seed = s.m_kw.seed.value;
+  run.global_batch = s.m_kw.batch_size.value;
+  run.accum = s.m_kw.accum.value;
+  run.parameters = S::param_store_type::size;
+  run.train_samples = s.m_data.has("train") ? s.m_data.split("train").size() : 0;
+  dist::require_same_run(*s.m_dist, run);
   dist::broadcast_store(*s.m_dist, s.m_params, "the broadcast of rank 0's parameters");
   if constexpr (S::state_store_type::size > 0) dist::broadcast_store(*s.m_dist, s.m_state, "the broadcast of rank 0's model state");
   dist::broadcast_entries(*s.m_dist, s.m_opt->state_tensors(), "the broadcast of rank 0's optimizer state");
