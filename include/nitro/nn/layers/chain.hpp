@@ -140,7 +140,9 @@ struct chain_layer {
   static constexpr std::int64_t in_features = detail::first_in<Layers...>();
   static constexpr std::int64_t out_features = detail::last_out<Layers...>();
 
-  std::tuple<Layers...> layers;
+  // Each layer built with {} (its options' defaults); the tuple's own default constructor value-initialises
+  // them, and g++ 12 then left an initializer option zeroed (kind 0: zeros) instead of its default.
+  std::tuple<Layers...> layers{Layers{}...};
 
   template <std::size_t I> constexpr auto const& at() const noexcept { return std::get<I>(layers); }
   static constexpr std::size_t size() noexcept { return sizeof...(Layers); }
