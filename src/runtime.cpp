@@ -14,6 +14,7 @@
 #include "nitro/data/fashion_mnist.hpp"
 #include "nitro/data/idx.hpp"
 #include "nitro/data/loader.hpp"
+#include "nitro/data/text.hpp"
 #include "nitro/dist/metrics.hpp"
 #include "nitro/dist/replicas.hpp"
 #include "nitro/dist/shard.hpp"
@@ -43,6 +44,7 @@
 #include "nitro/record/safetensors_writer.hpp"
 #include "nitro/record/weights_ref.hpp"
 #include "nitro/record/weights_resolve.hpp"
+#include "nitro/tensor/cpu/attention.hpp"
 #include "nitro/tensor/cpu/backend.hpp"
 #include "nitro/tensor/cpu/gemm.hpp"
 #include "nitro/tensor/cpu/thread_pool.hpp"
@@ -53,6 +55,12 @@
 #include "nitro/train/show.hpp"
 
 namespace nitro::cpu {
+template void causal_attention<float>(std::int64_t, std::int64_t, std::int64_t, std::int64_t, float const*, float*, float*);
+template void causal_attention<double>(std::int64_t, std::int64_t, std::int64_t, std::int64_t, double const*, double*, double*);
+template void causal_attention_backward<float>(std::int64_t, std::int64_t, std::int64_t, std::int64_t, float const*, float const*,
+                                               float const*, float const*, float*);
+template void causal_attention_backward<double>(std::int64_t, std::int64_t, std::int64_t, std::int64_t, double const*, double const*,
+                                                double const*, double const*, double*);
 template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, float const*, std::int64_t, float const*,
                           std::int64_t, float, float*, std::int64_t);
 template void gemm<double>(bool, bool, std::int64_t, std::int64_t, std::int64_t, double, double const*, std::int64_t,

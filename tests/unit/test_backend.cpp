@@ -17,7 +17,7 @@ using D = nitro::basic_tensor<double>;
 
 // The CPU's kernels, counted: a second backend as far as the seam can tell.
 struct counting_ops final : nitro::device_ops {
-  std::atomic<int> gemms{0}, regions{0}, fused{0}, epilogue_backwards{0};
+  std::atomic<int> gemms{0}, regions{0}, fused{0}, epilogue_backwards{0}, attentions{0}, attention_backwards{0};
   nitro::device_kind device() const noexcept override { return nitro::device_kind::cpu; }
   char const* name() const noexcept override { return "counting"; }
   void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, float const* a, std::int64_t lda, float const* b,
@@ -49,6 +49,24 @@ struct counting_ops final : nitro::device_ops {
                          double* bias_grad) override {
     ++epilogue_backwards;
     nitro::cpu::ops::instance().epilogue_backward(act, m, n, gy, yz, g, bias_grad);
+  }
+  void causal_attention(std::int64_t h, std::int64_t d, std::int64_t t, std::int64_t b, float const* qkv, float* out, float* lse) override {
+    ++attentions;
+    nitro::cpu::ops::instance().causal_attention(h, d, t, b, qkv, out, lse);
+  }
+  void causal_attention(std::int64_t h, std::int64_t d, std::int64_t t, std::int64_t b, double const* qkv, double* out, double* lse) override {
+    ++attentions;
+    nitro::cpu::ops::instance().causal_attention(h, d, t, b, qkv, out, lse);
+  }
+  void causal_attention_backward(std::int64_t h, std::int64_t d, std::int64_t t, std::int64_t b, float const* qkv, float const* out,
+                                 float const* lse, float const* gout, float* gqkv) override {
+    ++attention_backwards;
+    nitro::cpu::ops::instance().causal_attention_backward(h, d, t, b, qkv, out, lse, gout, gqkv);
+  }
+  void causal_attention_backward(std::int64_t h, std::int64_t d, std::int64_t t, std::int64_t b, double const* qkv, double const* out,
+                                 double const* lse, double const* gout, double* gqkv) override {
+    ++attention_backwards;
+    nitro::cpu::ops::instance().causal_attention_backward(h, d, t, b, qkv, out, lse, gout, gqkv);
   }
   using nitro::device_ops::parallel_for;
   void parallel_for(int n, nitro::index_task task) override {
@@ -114,6 +132,21 @@ TEST_CASE("backend seam: a dense layer's products and epilogues go to the step c
   for (std::int64_t i = 0; i < y.numel(); ++i) CHECK(y[i] == y_cpu[i]);
   CHECK(int(ops.gemms) == 2);
   CHECK(int(ops.fused) == 1);
+}
+
+TEST_CASE("backend seam: attention's kernel, forward and backward, is the step context's; the products around it too") {
+  counting_ops ops;
+  auto layer = nitro::nn::causal_self_attention<4, 2>();
+  D y = step_on(ops, layer, filled({4, 6, 3}, 0.1));  // [W, T, B]
+  CHECK(int(ops.attentions) == 1);
+  CHECK(int(ops.attention_backwards) == 1);
+  CHECK(int(ops.fused) == 2);               // qkv and proj, each one fused product
+  CHECK(int(ops.epilogue_backwards) == 2);  // their biases' gradients
+  CHECK(int(ops.gemms) == 4);               // dW and dx of each
+  auto ps = params_of<decltype(layer)>(0.01);
+  D y_cpu = layer(filled({4, 6, 3}, 0.1), ps, {}).first;
+  for (std::int64_t i = 0; i < y.numel(); ++i) CHECK(y[i] == y_cpu[i]);
+  CHECK(int(ops.attentions) == 1);  // outside a step: the CPU's
 }
 
 TEST_CASE("the fused epilogue: every activation, with and without bias, kept pre-activation, against the unfused ops") {

@@ -5,7 +5,8 @@
 //
 // Layers never name a backend: their products and parallel regions ask the step context's
 // device_ops (the CPU's when no step is running, e.g. a layer called from a test): products, products
-// with their bias and activation fused (the dense layer's forward and backward), parallel regions.
+// with their bias and activation fused (the dense layer's forward and backward), causal attention
+// (forward and backward), parallel regions.
 // The other ops (elementwise, reductions, softmax, losses, norms, convolution's chunks) compute on
 // host memory with Eigen inside the CPU's own regions. A backend (tensor/cpu/backend.hpp, the
 // reference) implements this table once; the handle installs its backend's table in every step and
@@ -63,6 +64,20 @@ class device_ops {
                                  float* bias_grad) = 0;
   virtual void epilogue_backward(epilogue_act act, std::int64_t m, std::int64_t n, double const* gy, double const* yz, double* g,
                                  double* bias_grad) = 0;
+
+  // Causal multi-head self-attention (tensor/cpu/attention.hpp has the layout): qkv [3 W, seq, batch]
+  // with W = heads * head_dim, queries, keys and values stacked; out [W, seq, batch] is written;
+  // lse [heads, seq, batch], when not null, receives each query's log-sum-exp of its scaled scores.
+  virtual void causal_attention(std::int64_t heads, std::int64_t head_dim, std::int64_t seq, std::int64_t batch, float const* qkv,
+                                float* out, float* lse) = 0;
+  virtual void causal_attention(std::int64_t heads, std::int64_t head_dim, std::int64_t seq, std::int64_t batch, double const* qkv,
+                                double* out, double* lse) = 0;
+  // Its backward, from the forward's qkv, out and lse and the gradient of out: adds the gradient of
+  // qkv into gqkv.
+  virtual void causal_attention_backward(std::int64_t heads, std::int64_t head_dim, std::int64_t seq, std::int64_t batch,
+                                         float const* qkv, float const* out, float const* lse, float const* gout, float* gqkv) = 0;
+  virtual void causal_attention_backward(std::int64_t heads, std::int64_t head_dim, std::int64_t seq, std::int64_t batch,
+                                         double const* qkv, double const* out, double const* lse, double const* gout, double* gqkv) = 0;
 
   // task(0 .. n-1), each exactly once, on the backend's workers; returns when all are done. A task
   // that itself calls parallel_for runs that inner loop inline.

@@ -3,11 +3,12 @@
 // Its device memory is host memory, so to_device hands back the same view (and counts what passed
 // through the door, by field name and bytes, so tests and show() can see that a field no hook
 // declares never moved). Products are nitro's own GEMM (cpu/gemm.hpp: AVX-512 where compiled for
-// it, Eigen's otherwise), their epilogues one Eigen pass (tensor/ops/epilogue.hpp), parallel regions
-// the process's thread pool (cpu/thread_pool.hpp).
+// it, Eigen's otherwise), their epilogues one Eigen pass (tensor/ops/epilogue.hpp), attention in
+// tiles (cpu/attention.hpp), parallel regions the process's thread pool (cpu/thread_pool.hpp).
 #pragma once
 
 #include "nitro/core/runtime.hpp"
+#include "nitro/tensor/cpu/attention.hpp"
 #include "nitro/tensor/cpu/gemm.hpp"
 #include "nitro/tensor/cpu/thread_pool.hpp"
 #include "nitro/tensor/device_ops.hpp"
@@ -95,6 +96,22 @@ class ops final : public device_ops {
   void epilogue_backward(epilogue_act act, std::int64_t m, std::int64_t n, double const* gy, double const* yz, double* g,
                          double* bias_grad) override {
     detail::epilogue_backward<double>(act, m, n, gy, yz, g, bias_grad);
+  }
+  void causal_attention(std::int64_t heads, std::int64_t d, std::int64_t seq, std::int64_t batch, float const* qkv, float* out,
+                        float* lse) override {
+    cpu::causal_attention<float>(heads, d, seq, batch, qkv, out, lse);
+  }
+  void causal_attention(std::int64_t heads, std::int64_t d, std::int64_t seq, std::int64_t batch, double const* qkv, double* out,
+                        double* lse) override {
+    cpu::causal_attention<double>(heads, d, seq, batch, qkv, out, lse);
+  }
+  void causal_attention_backward(std::int64_t heads, std::int64_t d, std::int64_t seq, std::int64_t batch, float const* qkv,
+                                 float const* out, float const* lse, float const* gout, float* gqkv) override {
+    cpu::causal_attention_backward<float>(heads, d, seq, batch, qkv, out, lse, gout, gqkv);
+  }
+  void causal_attention_backward(std::int64_t heads, std::int64_t d, std::int64_t seq, std::int64_t batch, double const* qkv,
+                                 double const* out, double const* lse, double const* gout, double* gqkv) override {
+    cpu::causal_attention_backward<double>(heads, d, seq, batch, qkv, out, lse, gout, gqkv);
   }
   using device_ops::parallel_for;
   void parallel_for(int n, index_task task) override { thread_pool::instance().parallel_for(n, [&](int i) { task(i); }); }
