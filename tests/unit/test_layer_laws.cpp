@@ -147,12 +147,60 @@ struct law_chain_layer {
   }
 };
 
+struct law_residual_layer {
+  static void run(nitro::rng& g) {
+    obeys_the_laws(nn::residual(nn::chain(nn::layer_norm<3>(), nn::dense<3, 3>(nn::gelu))), random({3, 4}, g), {}, 23);  // pre-LN
+    obeys_the_laws(nn::residual(nn::conv2d<2, 2, 3, 1, 1>(nn::tanh)), random({4, 3, 2, 2}, g), {}, 24);  // images keep their shape
+    obeys_the_laws(nn::residual(nn::chain(nn::dense<3, 5>(nn::tanh), nn::dropout(0.2), nn::dense<5, 3>())), random({3, 4}, g),
+                   {.independent_in_training = false}, 25);
+  }
+};
+struct law_repeat_layer {
+  static void run(nitro::rng& g) {
+    obeys_the_laws(nn::repeat<3>(nn::residual(nn::chain(nn::layer_norm<4>(), nn::dense<4, 4>(nn::tanh)))), random({4, 3}, g), {}, 26);
+    obeys_the_laws(nn::repeat<1>(nn::dense<3, 3>(nn::sigmoid)), random({3, 2}, g), {}, 27);
+    obeys_the_laws(nn::repeat<2>(nn::batch_norm<3>()), random({3, 4}, g), {.independent_in_training = false}, 28);
+  }
+};
+// A small transformer as a model struct: tokens, positions, a pre-LN block, a head.
+struct TinyLM {
+  nn::embedding_layer<7, 4> tok;
+  nn::positional_embedding_layer<5, 4> pos;
+  nn::residual_layer<nn::chain_layer<nn::layer_norm_layer<4>, nn::causal_self_attention_layer<4, 2>>> attn;
+  nn::residual_layer<nn::chain_layer<nn::layer_norm_layer<4>, nn::dense_layer<4, 8, nn::gelu_t>, nn::dense_layer<8, 4>>> mlp;
+  nn::dense_layer<4, 7> head;
+  template <class Net, class X> auto forward(Net& net, X const& tokens) const {
+    auto h = nn::call<"pos">(net, nn::call<"tok">(net, tokens));
+    return nn::call<"head">(net, nn::call<"mlp">(net, nn::call<"attn">(net, h)));
+  }
+};
+NITRO_MODEL(TinyLM, tok, pos, attn, mlp, head);
+struct law_model_layer {
+  static void run(nitro::rng&) {
+    obeys_the_laws(nn::model(TinyLM{}), D::from({1, 6, 0, 3, 2, 5, 4, 4}, {4, 2}), {.with_x = false}, 33);  // [T, B] tokens
+  }
+};
+struct law_causal_self_attention_layer {
+  static void run(nitro::rng& g) {
+    obeys_the_laws(nn::causal_self_attention<4, 2>(), random({4, 5, 3}, g), {}, 29);   // [W, T, B]
+    obeys_the_laws(nn::causal_self_attention<2, 1>(), random({2, 70, 1}, g), {}, 30);  // two tiles of keys and queries
+  }
+};
+struct law_positional_embedding_layer {
+  static void run(nitro::rng& g) {
+    obeys_the_laws(nn::positional_embedding<6, 3>(), random({3, 4, 2}, g), {}, 31);  // T = 4 of 6 positions
+    obeys_the_laws(nn::positional_embedding<3, 2>(), random({2, 3, 1}, g), {}, 32);
+  }
+};
+
 }  // namespace laws
 
 TEST_CASE_TEMPLATE("every layer obeys the laws: gradients, batch last, per sample, determinism", Case, laws::law_dense_layer,
                    laws::law_conv2d_layer, laws::law_pool_layer, laws::law_flatten_t, laws::law_dropout_layer, laws::law_layer_norm_layer,
                    laws::law_batch_norm_layer, laws::law_embedding_layer, laws::law_identity_t, laws::law_relu_t, laws::law_tanh_t,
-                   laws::law_sigmoid_t, laws::law_gelu_t, laws::law_softmax_t, laws::law_chain_layer) {
+                   laws::law_sigmoid_t, laws::law_gelu_t, laws::law_softmax_t, laws::law_chain_layer,
+                   laws::law_residual_layer, laws::law_repeat_layer, laws::law_causal_self_attention_layer,
+                   laws::law_positional_embedding_layer, laws::law_model_layer) {
   nitro::rng g(2026);
   Case::run(g);
 }

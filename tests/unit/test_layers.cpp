@@ -3,6 +3,7 @@
 // values against hand computations and against PyTorch (tests/data/layers/torch_reference.json,
 // made by make_reference.py beside it), the modes' behaviour (dropout's masks, batch_norm's running
 // statistics), coded errors for wrong inputs, and a small CNN that learns Fashion-MNIST.
+#include <nitro/cli/model_text.hpp>
 #include <nitro/nitro.hpp>
 
 #include <doctest/doctest.h>
@@ -551,4 +552,275 @@ TEST_CASE("a CNN of every image layer learns a slice of Fashion-MNIST; evaluatio
   CHECK(before.at("acc") < 0.3);
   CHECK(after.at("acc") > 0.65);  // chance is 0.10
   CHECK(after.at("loss") < before.at("loss"));
+}
+
+// ---- composition: residual connections and repeated blocks ------------------------------------------
+
+TEST_CASE("residual: y = x + f(x), the body's parameter names, both gradients of x, a coded error for a body that changes the shape") {
+  namespace nn = nitro::nn;
+  auto block = nn::residual(nn::chain(nn::layer_norm<3>(), nn::dense<3, 3>(nn::tanh)));
+  using B = decltype(block);
+  static_assert(B::in_features == 3 && B::out_features == 3);
+  static_assert(std::is_same_v<B::param_spec, decltype(nn::chain(nn::layer_norm<3>(), nn::dense<3, 3>(nn::tanh)))::param_spec>);
+  CHECK(block.describe() == "residual(chain(layer_norm<3>, dense<3, 3, tanh>))");
+  nitro::rng g(3);
+  layer_check::fixture<B> f(g);
+  D x = layer_check::random({3, 4}, g);
+  const D body = block.body(x, f.ps, f.st).first.clone();
+  const D y = block(x, f.ps, f.st).first.clone();
+  for (std::int64_t i = 0; i < y.numel(); ++i) CHECK(y[i] == doctest::Approx(x[i] + body[i]).epsilon(1e-15));
+  // d(sum y)/dx = 1 + d(sum f)/dx: the skip's gradient and the body's add up
+  auto skip = backprop([&] { return nitro::sum(block(x, f.ps, f.st).first); }, {&x});
+  auto through = backprop([&] { return nitro::sum(block.body(x, f.ps, f.st).first); }, {&x});
+  for (std::size_t i = 0; i < skip[0].size(); ++i) CHECK(skip[0][i] == doctest::Approx(1.0 + through[0][i]).epsilon(1e-12));
+
+  // a convolution without padding shrinks the image: named before the sum would broadcast
+  auto shrink = nn::residual(nn::conv2d<2, 2, 3>());
+  layer_check::fixture<decltype(shrink)> fc(g);
+  CHECK_THROWS_WITH_AS(shrink(layer_check::random({5, 5, 2, 1}, g), fc.ps, fc.st),
+                       "E-LAYER-019: residual(conv2d<2, 2, 3>): the body turned an input of shape [5, 5, 2, 1] into [3, 3, 2, 1], so "
+                       "x + f(x) has no meaning\n"
+                       "  fix: make the body keep its input's shape (pad convolutions: conv2d<C, C, 3, 1, 1>; end in as many features as it "
+                       "starts with)",
+                       nitro::error);
+}
+
+TEST_CASE("repeat<N>: copies named 0..N-1, each initialised from its own stream, applied in sequence") {
+  namespace nn = nitro::nn;
+  auto stack = nn::repeat<3>(nn::dense<4, 4>(nn::relu));
+  using R = decltype(stack);
+  static_assert(R::size() == 3 && R::in_features == 4 && R::out_features == 4);
+  CHECK(stack.describe() == "repeat<3>(dense<4, 4, relu>)");
+  std::vector<std::string> paths;
+  nitro::for_each_leaf_type<R::param_spec>([&](auto kp, auto) { paths.emplace_back(decltype(kp)::view()); });
+  CHECK(paths == std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias", "2.weight", "2.bias"});
+
+  nitro::nn::layer_params<R, double> ps;
+  nitro::nn::layer_state<R, double> st;
+  nitro::for_each_leaf_type<R::param_spec>([&](auto kp, auto spec) {
+    *nitro::find_leaf<D>(ps, decltype(kp)::view()) = D::owned(decltype(spec)::type::shape());
+  });
+  nitro::rng g(11);
+  stack.init(ps, st, g);
+  auto w = [&](auto const& leaf) { return std::vector<double>(leaf.data(), leaf.data() + leaf.numel()); };
+  CHECK(w(nitro::get<"weight">(nitro::get<"0">(ps))) != w(nitro::get<"weight">(nitro::get<"1">(ps))));  // the copies start different
+  // one more copy leaves the first three as they were
+  auto longer = nn::repeat<4>(nn::dense<4, 4>(nn::relu));
+  nitro::nn::layer_params<decltype(longer), double> ps4;
+  nitro::nn::layer_state<decltype(longer), double> st4;
+  nitro::for_each_leaf_type<decltype(longer)::param_spec>([&](auto kp, auto spec) {
+    *nitro::find_leaf<D>(ps4, decltype(kp)::view()) = D::owned(decltype(spec)::type::shape());
+  });
+  nitro::rng g4(11);
+  longer.init(ps4, st4, g4);
+  CHECK(w(nitro::get<"weight">(nitro::get<"2">(ps4))) == w(nitro::get<"weight">(nitro::get<"2">(ps))));
+
+  // the same as the three dense layers applied by hand, copy by copy
+  D x = layer_check::random({4, 2}, g);
+  D h = x;
+  h = stack.block(h, nitro::get<"0">(ps), {}).first.clone();
+  h = stack.block(h, nitro::get<"1">(ps), {}).first.clone();
+  h = stack.block(h, nitro::get<"2">(ps), {}).first.clone();
+  const D y = stack(x, ps, st).first.clone();
+  for (std::int64_t i = 0; i < y.numel(); ++i) CHECK(y[i] == h[i]);
+}
+
+namespace layers_test {
+// A residual MLP as a model struct: an encoder, two pre-LN residual blocks repeated, a head; the
+// second block trains at a tenth of the rate through its path, as a user groups the copies.
+struct ResNet {
+  nn::chain_layer<nn::flatten_t, nn::dense_layer<784, 64, nn::relu_t>> encoder;
+  nn::repeat_layer<2, nn::residual_layer<nn::chain_layer<nn::layer_norm_layer<64>, nn::dense_layer<64, 64, nn::gelu_t>>>> blocks;
+  nn::dense_layer<64, 10> head;
+  template <class Net, class X> auto forward(Net& net, X const& img) const {
+    return nn::call<"head">(net, nn::call<"blocks">(net, nn::call<"encoder">(net, img)));
+  }
+};
+NITRO_MODEL(ResNet, encoder, blocks, head);
+struct ResidualMLP {
+  nitro::Device<float> smoothing{0.0f};
+  float lr = 3e-3f;
+  int max_epochs = 1;
+  std::int64_t batch_size = 64;
+  auto build_data() const { return nitro::data::fashion_mnist({.valid = 500, .train_limit = 4000, .test_limit = 1000}); }
+  auto build_model() const { return nn::model(ResNet{}); }
+  auto param_group(auto kp) const {
+    if constexpr (kp.view().starts_with("blocks.1.")) return nitro::group<"late">{};
+    else return nitro::group<"default">{};
+  }
+  double learning_rate(nitro::group<"late">) const { return 0.1 * lr; }
+  auto forward(auto const& model, auto const& ps, auto const& st, FwdIn const& in) const { return model(in.img, ps, st); }
+  auto loss(nitro::Tensor const& logits, LossIn const& in) const { return nitro::nn::logitcrossentropy(logits, in.label, smoothing); }
+  auto metrics(nitro::Tensor const& logits, LossIn const& in) const {
+    return Metrics{.acc = {nitro::nn::correct_count(logits, in.label), double(in.label.batch())}};
+  }
+};
+NITRO_EXPERIMENT(ResidualMLP, smoothing, lr, max_epochs, batch_size);
+}  // namespace layers_test
+
+TEST_CASE("a model struct of an encoder, repeated residual blocks and a head learns a slice of Fashion-MNIST through the handle") {
+  nitro::Nitro h(layers_test::ResidualMLP{});
+  std::vector<std::string> paths;
+  nitro::for_each_leaf(h.params(), [&](auto kp, auto const&) { paths.emplace_back(decltype(kp)::view()); });
+  CHECK(paths.front() == "encoder.layer_2.weight");
+  CHECK(std::find(paths.begin(), paths.end(), "blocks.0.layer_1.weight") != paths.end());
+  CHECK(std::find(paths.begin(), paths.end(), "blocks.1.layer_2.weight") != paths.end());
+  CHECK(paths.back() == "head.bias");
+  auto before = h.evaluate("test");
+  h.train(false);
+  auto after = h.evaluate("test");
+  INFO("loss " << before.at("loss") << " -> " << after.at("loss") << ", acc " << before.at("acc") << " -> " << after.at("acc"));
+  CHECK(before.at("acc") < 0.3);
+  CHECK(after.at("acc") > 0.7);  // chance is 0.10
+  CHECK(after.at("loss") < before.at("loss"));
+
+  nitro::cli::table t;
+  std::vector<std::string> kernels;
+  nitro::cli::detail::describe_layers(t, layers_test::ResidualMLP{}.build_model(), "", false, kernels);
+  const std::string rows = t.str();
+  INFO(rows);
+  CHECK(rows.find("encoder.layer_2  dense<784, 64, relu>") != std::string::npos);
+  CHECK(rows.find("blocks.0         residual(chain(layer_norm<64>, dense<64, 64, gelu>))") != std::string::npos);
+  CHECK(rows.find("blocks.1.layer_2.weight [64, 64]") != std::string::npos);
+  CHECK(rows.find("head             dense<64, 10>") != std::string::npos);
+}
+
+namespace layers_test {
+// An encoder feeding two heads whose outputs add up: forward is the struct's own code.
+struct TwoHeads {
+  nn::dense_layer<3, 4, nn::tanh_t> enc;
+  nn::dense_layer<4, 2> a;
+  nn::dense_layer<4, 2, nn::sigmoid_t> b;
+  template <class Net, class X> auto forward(Net& net, X const& x) const {
+    auto h = nn::call<"enc">(net, x);
+    return nn::call<"a">(net, h) + nn::call<"b">(net, h);
+  }
+};
+NITRO_MODEL(TwoHeads, enc, a, b);
+}  // namespace layers_test
+
+TEST_CASE("a chain named by its type, as a model struct's member is, starts from its layers' initialisers") {
+  // std::tuple's default constructor value-initialises its elements, and g++ 12 then zeroed the
+  // dense layer's initializer options (kind 0: zeros): the encoder of a model struct started at 0.
+  const nn::chain_layer<nn::flatten_t, nn::dense_layer<784, 64, nn::relu_t>> encoder;
+  CHECK(encoder.at<1>().options.weight.describe() == nn::dense_layer<784, 64, nn::relu_t>{}.options.weight.describe());
+  CHECK(encoder.at<1>().options.weight.describe() != "zeros");
+}
+
+TEST_CASE("model struct: parameters keyed by member names, forward's own wiring, one stream per member") {
+  auto m = nn::model(layers_test::TwoHeads{});
+  using M = decltype(m);
+  std::vector<std::string> paths;
+  nitro::for_each_leaf_type<M::param_spec>([&](auto kp, auto) { paths.emplace_back(decltype(kp)::view()); });
+  CHECK(paths == std::vector<std::string>{"enc.weight", "enc.bias", "a.weight", "a.bias", "b.weight", "b.bias"});
+  CHECK(m.describe() == "TwoHeads(enc: dense<3, 4, tanh>, a: dense<4, 2>, b: dense<4, 2, sigmoid>)");
+  nitro::rng g(5);
+  layer_check::fixture<M> f(g);
+  D x = layer_check::random({3, 4}, g);
+  const D y = m(x, f.ps, f.st).first.clone();
+  const D h = m.model.enc(x, nitro::get<"enc">(f.ps), {}).first.clone();
+  const D ya = m.model.a(h, nitro::get<"a">(f.ps), {}).first.clone();
+  const D yb = m.model.b(h, nitro::get<"b">(f.ps), {}).first.clone();
+  for (std::int64_t i = 0; i < y.numel(); ++i) CHECK(y[i] == doctest::Approx(ya[i] + yb[i]).epsilon(1e-15));
+  // init: a and b have one shape but start apart
+  nitro::nn::layer_params<M, double> ps;
+  nitro::nn::layer_state<M, double> st;
+  nitro::for_each_leaf_type<M::param_spec>([&](auto kp, auto spec) {
+    *nitro::find_leaf<D>(ps, decltype(kp)::view()) = D::owned(decltype(spec)::type::shape());
+  });
+  nitro::rng gi(9);
+  m.init(ps, st, gi);
+  D const& wa = nitro::get<"weight">(nitro::get<"a">(ps));
+  D const& wb = nitro::get<"weight">(nitro::get<"b">(ps));
+  CHECK(std::vector<double>(wa.data(), wa.data() + wa.numel()) != std::vector<double>(wb.data(), wb.data() + wb.numel()));
+}
+
+TEST_CASE("causal attention: the tiles equal the materialised softmax(q.k / sqrt(d)) v over 150 tokens, and token t sees 0..t only") {
+  const std::int64_t H = 2, d = 3, T = 150, B = 2, W = H * d;
+  nitro::rng g(21);
+  D qkv = layer_check::random({3 * W, T, B}, g);
+  const D out = nitro::causal_attention(qkv, H).clone();
+  REQUIRE(out.shape() == shape{W, T, B});
+  double worst = 0;
+  auto at = [&](std::int64_t row, std::int64_t t, std::int64_t b) { return qkv[row + 3 * W * (t + T * b)]; };
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t i = 0; i < T; ++i) {
+        std::vector<double> s(static_cast<std::size_t>(i + 1));
+        double m = -1e300, l = 0;
+        for (std::int64_t j = 0; j <= i; ++j) {
+          double z = 0;
+          for (std::int64_t e = 0; e < d; ++e) z += at(h * d + e, i, b) * at(W + h * d + e, j, b);
+          s[std::size_t(j)] = z / std::sqrt(double(d));
+          m = std::max(m, s[std::size_t(j)]);
+        }
+        for (auto& z : s) l += (z = std::exp(z - m));
+        for (std::int64_t e = 0; e < d; ++e) {
+          double o = 0;
+          for (std::int64_t j = 0; j <= i; ++j) o += s[std::size_t(j)] * at(2 * W + h * d + e, j, b);
+          worst = std::max(worst, std::abs(o / l - out[h * d + e + W * (i + T * b)]));
+        }
+      }
+  CHECK(worst < 1e-12);
+  // a later token's key or value changes no earlier output
+  qkv[W + 3 * W * 100] += 1.0;
+  qkv[2 * W + 3 * W * 120] += 1.0;
+  const D moved = nitro::causal_attention(qkv, H).clone();
+  for (std::int64_t i = 0; i < W * 100; ++i) CHECK(moved[i] == out[i]);
+  CHECK(moved[W * 100] != out[W * 100]);
+  CHECK_THROWS_WITH_AS(nitro::causal_attention(layer_check::random({10, 4, 1}, g), 2), doctest::Contains("E-SHAPE-017"), nitro::error);
+  const auto attention = nn::causal_self_attention<4, 2>();
+  nitro::nn::layer_params<decltype(attention), double> aps;
+  CHECK_THROWS_WITH_AS(attention(layer_check::random({4, 3}, g), aps, {}), doctest::Contains("E-LAYER-001"), nitro::error);
+}
+
+namespace layers_test {
+// Two pre-LN blocks over token and position embeddings: what generation decodes.
+struct SmallLM {
+  nn::embedding_layer<11, 8> tok;
+  nn::positional_embedding_layer<40, 8> pos;
+  nn::repeat_layer<2, nn::chain_layer<nn::residual_layer<nn::chain_layer<nn::layer_norm_layer<8>, nn::causal_self_attention_layer<8, 2>>>,
+                                      nn::residual_layer<nn::chain_layer<nn::layer_norm_layer<8>, nn::dense_layer<8, 16, nn::gelu_t>,
+                                                                         nn::dense_layer<16, 8>>>>>
+      blocks;
+  nn::dense_layer<8, 11> head;
+  template <class Net, class X> auto forward(Net& net, X const& tokens) const {
+    return nn::call<"head">(net, nn::call<"blocks">(net, nn::call<"pos">(net, nn::call<"tok">(net, tokens))));
+  }
+};
+NITRO_MODEL(SmallLM, tok, pos, blocks, head);
+}  // namespace layers_test
+
+TEST_CASE("decoding with the KV cache gives the logits of the whole window, a token at a time; the positions run out as a coded error") {
+  auto m = nn::model(layers_test::SmallLM{});
+  using M = decltype(m);
+  nitro::nn::layer_params<M, double> ps;
+  nitro::nn::layer_state<M, double> st;
+  nitro::for_each_leaf_type<M::param_spec>([&](auto kp, auto spec) {
+    *nitro::find_leaf<D>(ps, decltype(kp)::view()) = D::owned(decltype(spec)::type::shape());
+  });
+  nitro::rng g(17);
+  m.init(ps, st, g);
+  const std::vector<double> ids = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4, 6, 2, 6, 4, 3, 3, 8, 3, 2, 7};
+  const std::int64_t T = std::int64_t(ids.size());
+  const D full = m(D::from(ids, {T, 1}), ps, st).first.clone();  // [11, T, 1]
+  nitro::decode_cache cache;
+  auto piece = [&](std::int64_t from, std::int64_t n) {
+    std::vector<double> part(ids.begin() + from, ids.begin() + from + n);
+    nitro::decode_scope scope(cache, n);
+    return m(D::from(part, {n, 1}), ps, st).first.clone();
+  };
+  double worst = 0;
+  const D prompt = piece(0, 5);  // the prompt at once, then one token at a time
+  for (std::int64_t i = 0; i < 11 * 5; ++i) worst = std::max(worst, std::abs(prompt[i] - full[i]));
+  for (std::int64_t t = 5; t < T; ++t) {
+    const D one = piece(t, 1);
+    for (std::int64_t v = 0; v < 11; ++v) worst = std::max(worst, std::abs(one[v] - full[v + 11 * t]));
+  }
+  CHECK(worst < 1e-12);
+  CHECK(cache.length() == T);
+  CHECK(cache.positions() == 40);
+  // past the 40 positions the model holds: a coded error, not a read past the table
+  CHECK_NOTHROW(piece(0, 10));
+  CHECK_THROWS_WITH_AS(piece(0, 1), doctest::Contains("E-LAYER-001"), nitro::error);
 }

@@ -9,6 +9,8 @@
 #include "nitro/knobs/knob_value.hpp"
 #include "nitro/nn/layers/chain.hpp"
 #include "nitro/nn/layers/dense.hpp"
+#include "nitro/nn/layers/model.hpp"
+#include "nitro/nn/layers/repeat.hpp"
 
 #include <cstdint>      // int64_t
 #include <string>       // texts
@@ -22,6 +24,10 @@ namespace detail {
 
 template <class L> struct is_chain : std::false_type {};
 template <class... L> struct is_chain<nn::chain_layer<L...>> : std::true_type {};
+template <class L> struct is_repeat : std::false_type {};
+template <std::int64_t N, class B> struct is_repeat<nn::repeat_layer<N, B>> : std::true_type {};
+template <class L> struct is_model : std::false_type {};
+template <class M> struct is_model<nn::model_layer<M>> : std::true_type {};
 template <class L> struct is_dense : std::false_type {};
 template <std::int64_t I, std::int64_t O, class A, bool B> struct is_dense<nn::dense_layer<I, O, A, B>> : std::true_type {};
 
@@ -68,6 +74,19 @@ void describe_layers(table& t, L const& l, std::string const& name, bool input_n
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       ((describe_layers(t, l.template at<I>(), (name.empty() ? "" : name + ".") + std::string(layer_name<I + 1>().view()),
                         I > 0 || input_needs_grad, kernels)),
+       ...);
+    }(std::make_index_sequence<L::size()>{});
+  } else if constexpr (is_model<L>::value) {  // one row per member, named as its leaves are
+    bool first = true;
+    for_each_field<typename L::model_type>([&](auto d) {
+      using D = decltype(d);
+      describe_layers(t, D::get(l.model), (name.empty() ? "" : name + ".") + std::string(D::name.view()), !first || input_needs_grad, kernels);
+      first = false;
+    });
+  } else if constexpr (is_repeat<L>::value) {  // one row per copy, named 0, 1, ... as its leaves are
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((describe_layers(t, l.block, (name.empty() ? "" : name + ".") + std::string(number_text<I>().view()), I > 0 || input_needs_grad,
+                        kernels)),
        ...);
     }(std::make_index_sequence<L::size()>{});
   } else {

@@ -1,6 +1,7 @@
 // nitro/nn/layers/dense.hpp — the fully connected layer, with its activation fused.
 //
 //   nitro::nn::dense<784, 256>(nitro::nn::relu)     y = relu(W x + b), W: [256, 784], b: [256]
+//                                                   x [784, B] -> y [256, B]; x [784, T, B] -> y [256, T, B]
 //
 // Extents are template arguments, so a width that comes from a GraphConst gives each width its
 // own specialised layer. Forward is one product with its bias and activation fused
@@ -57,8 +58,16 @@ struct dense_layer {
   std::pair<basic_tensor<T>, params_t<state_spec, T>> operator()(basic_tensor<T> const& x, params_t<param_spec, T> const& ps,
                                                                    params_t<state_spec, T> const& st) const {
     using namespace nitro::detail;
-    check_features(In, x.rank() <= 1 ? x.numel() : x.features(), [&] { return describe(); }, x.shape());
-    const std::int64_t B = x.rank() <= 1 ? 1 : x.batch();
+    // x [In, B]; or [In, T, B] and the like (tokens of a sequence): every column through the same
+    // product, the output [Out, T, B]. A [784, 1, 1, B] batch is [784, B].
+    const bool columns = x.rank() > 2 && x.size(0) == In && x.features() != In;
+    check_features(In, x.rank() <= 1 ? x.numel() : columns ? In : x.features(), [&] { return describe(); }, x.shape());
+    const std::int64_t B = x.rank() <= 1 ? 1 : columns ? x.numel() / In : x.batch();
+    shape ys{Out, B};
+    if (columns) {
+      ys = x.shape();
+      ys[0] = Out;
+    }
     basic_tensor<T> const& W = get<"weight">(ps);
     basic_tensor<T> b;
     if constexpr (Bias) b = get<"bias">(ps);
@@ -67,9 +76,9 @@ struct dense_layer {
       else return needs_grad(x, W);
     }();
 
-    basic_tensor<T> y = make_output<T>(shape{Out, B}, grad);
+    basic_tensor<T> y = make_output<T>(ys, grad);
     // z keeps the pre-activation only when the activation's derivative needs it (gelu)
-    basic_tensor<T> z = Act::needs_preactivation && grad ? basic_tensor<T>::empty(shape{Out, B}) : y;
+    basic_tensor<T> z = Act::needs_preactivation && grad ? basic_tensor<T>::empty(ys) : y;
     T const* bd = nullptr;
     if constexpr (Bias) bd = b.data();
     nitro::detail::active_ops().gemm_epilogue(false, false, Out, B, In, W.data(), Out, x.data(), In, bd, Act::epilogue,
