@@ -13,6 +13,7 @@ packages=(
   nlohmann-json3-dev    # manifests, safetensors headers
   zlib1g-dev            # gzip'd IDX files
   dataset-fashion-mnist # the embedded default data set
+  fortunes              # the default text corpus (tiny_lm): Debian's fortune files, plain English
   clang libclang-rt-14-dev  # the clang build, sanitizers, libFuzzer
   python3 python3-numpy     # independent readers of nitro's files in tests
   chromium                  # a real browser renders `report`'s pages in tests (e2e.report_browser)

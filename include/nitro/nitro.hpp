@@ -19,6 +19,7 @@
 #include "nitro/bind/kwargs.hpp"
 
 #include "nitro/tensor/backend.hpp"
+#include "nitro/tensor/decode.hpp"
 #include "nitro/tensor/ops.hpp"
 #include "nitro/tensor/tensor.hpp"
 
@@ -27,14 +28,18 @@
 #include "nitro/nn/init.hpp"
 #include "nitro/nn/layer.hpp"
 #include "nitro/nn/layers/activation.hpp"
+#include "nitro/nn/layers/attention.hpp"
 #include "nitro/nn/layers/chain.hpp"
 #include "nitro/nn/layers/conv2d.hpp"
 #include "nitro/nn/layers/dense.hpp"
 #include "nitro/nn/layers/dropout.hpp"
 #include "nitro/nn/layers/embedding.hpp"
 #include "nitro/nn/layers/flatten.hpp"
+#include "nitro/nn/layers/model.hpp"
 #include "nitro/nn/layers/norm.hpp"
 #include "nitro/nn/layers/pool.hpp"
+#include "nitro/nn/layers/repeat.hpp"
+#include "nitro/nn/layers/residual.hpp"
 #include "nitro/nn/losses.hpp"
 #include "nitro/nn/metrics.hpp"
 
@@ -56,6 +61,7 @@
 #include "nitro/data/fashion_mnist.hpp"
 #include "nitro/data/idx.hpp"
 #include "nitro/data/loader.hpp"
+#include "nitro/data/text.hpp"
 
 #include "nitro/record/atomic_file.hpp"
 #include "nitro/record/checkpoint.hpp"
@@ -73,6 +79,7 @@
 #include "nitro/train/divergence.hpp"
 #include "nitro/train/early_stop.hpp"
 #include "nitro/train/ema.hpp"
+#include "nitro/train/generate.hpp"
 #include "nitro/train/keywords.hpp"
 #include "nitro/train/nitro.hpp"
 #include "nitro/train/run_control.hpp"

@@ -243,3 +243,96 @@ TEST_CASE("loader: parts of every batch, side by side, are the whole loader's ba
   bad.parts = 2;
   CHECK_THROWS_WITH_AS(nitro::data::loader<nitro::data::image_batch>(d.split("test"), bad), doctest::Contains("E-DATA-009"), nitro::error);
 }
+
+// ---- text: byte windows from Debian's fortunes or a user's file ------------------------------------
+
+namespace {
+std::string window_text(nitro::Tensor const& t, std::int64_t w) {
+  std::string s;
+  for (std::int64_t i = 0; i < t.size(0); ++i) s.push_back(static_cast<char>(static_cast<int>(t(i, w))));
+  return s;
+}
+}  // namespace
+
+TEST_CASE("text: windows of seq + 1 bytes, targets one byte ahead, whole documents to one split") {
+  const fs::path dir = nitro_test::tmp_dir("io") / "text";
+  fs::create_directories(dir);
+  // 40 paragraphs, each naming itself: documents 0, 20 go to test, 1, 21 to valid, the rest to train
+  std::string all;
+  for (int i = 0; i < 40; ++i) all += "paragraph " + std::to_string(i) + " says hello to the model.\n\n";
+  const std::string file = (dir / "book.txt").string();
+  std::ofstream(file, std::ios::binary) << all;
+  const std::int64_t seq = 16;
+  auto c = nitro::data::read_text_corpus({.file = file, .seq = seq});
+  CHECK(c.test == "paragraph 0 says hello to the model.\n\nparagraph 20 says hello to the model.\n");
+  CHECK(c.valid == "paragraph 1 says hello to the model.\n\nparagraph 21 says hello to the model.\n");
+  CHECK(c.train.find("paragraph 2 says") == 0);
+  CHECK(c.train.find("paragraph 20 ") == std::string::npos);
+  CHECK(c.train.size() + c.valid.size() + c.test.size() == all.size() - 3);  // the joins replace the separators
+
+  auto d = nitro::data::text_windows({.file = file, .seq = seq});
+  auto const& train = d.split("train").all();
+  REQUIRE(train.tokens.shape() == nitro::shape{seq, (std::int64_t(c.train.size()) - 1) / seq});
+  for (std::int64_t w = 0; w < train.tokens.batch(); ++w) {
+    CHECK(window_text(train.tokens, w) == c.train.substr(std::size_t(w * seq), std::size_t(seq)));
+    CHECK(window_text(train.targets, w) == c.train.substr(std::size_t(w * seq + 1), std::size_t(seq)));
+  }
+  CHECK(d.has("valid"));
+  CHECK(d.has("test"));
+  CHECK(d.fingerprint.find(file) != std::string::npos);
+
+  // the loader's rules: seeded order, resumable at any batch
+  auto order_of = [&](std::int64_t first) {
+    nitro::data::loader<nitro::data::text_batch> ld(d.split("train"), {.batch_size = 4, .shuffle = true, .drop_last = true, .prefetch = 2, .seed = 3});
+    ld.start_epoch(0, first);
+    std::vector<std::string> seen;
+    while (auto b = ld.next())
+      for (std::int64_t w = 0; w < b->tokens.batch(); ++w) seen.push_back(window_text(b->tokens, w));
+    return seen;
+  };
+  auto whole = order_of(0), resumed = order_of(2);
+  CHECK(std::vector<std::string>(whole.begin() + 8, whole.end()) == resumed);
+
+  // bits per byte of the unigram baseline: a text of one repeated byte costs almost nothing under itself
+  CHECK(nitro::data::unigram_bits_per_byte(std::string(1000, 'a'), "aaaa") < 0.5);
+  CHECK(nitro::data::unigram_bits_per_byte(c.train, c.valid) > 2.0);
+  CHECK(nitro::data::unigram_bits_per_byte(c.train, c.valid) < 8.0);
+}
+
+TEST_CASE("text: a missing, empty or too short file is a coded error naming the file and the knob") {
+  const fs::path dir = nitro_test::tmp_dir("io") / "text_errors";
+  fs::create_directories(dir);
+  auto code_of = [](nitro::data::text_options o) {
+    try {
+      nitro::data::text_windows(o);
+    } catch (nitro::error const& e) {
+      CHECK(std::string(e.what()).find(o.file) != std::string::npos);
+      CHECK(std::string(e.what()).find("knob corpus") != std::string::npos);
+      return e.code();
+    }
+    return std::string("no error");
+  };
+  CHECK(code_of({.file = (dir / "absent.txt").string(), .seq = 8, .knob = "corpus"}) == "E-DATA-010");
+  std::ofstream(dir / "empty.txt").close();
+  CHECK(code_of({.file = (dir / "empty.txt").string(), .seq = 8, .knob = "corpus"}) == "E-DATA-011");
+  std::ofstream(dir / "short.txt") << "12345678";  // 8 bytes: a window of seq 8 needs 9
+  CHECK(code_of({.file = (dir / "short.txt").string(), .seq = 8, .knob = "corpus"}) == "E-DATA-012");
+  std::ofstream(dir / "nine.txt") << "123456789";
+  auto d = nitro::data::text_windows({.file = (dir / "nine.txt").string(), .seq = 8, .knob = "corpus"});
+  CHECK(d.split("train").size() == 1);
+  CHECK(!d.has("valid"));  // fewer than 20 documents: all of them train
+}
+
+TEST_CASE("text: Debian's fortunes are the default corpus, in English, cut into three splits") {
+  auto d = nitro::data::text_windows({.seq = 64});
+  CHECK(d.name == "fortunes");
+  CHECK(d.split("train").size() > 20000);
+  CHECK(d.split("valid").size() > 1000);
+  CHECK(d.split("test").size() > 1000);
+  auto c = nitro::data::read_text_corpus({.seq = 64});
+  CHECK(c.train.find("-- Mark Twain") != std::string::npos);
+  CHECK(c.train.find("\n%\n") == std::string::npos);  // the separators are gone
+  const double unigram = nitro::data::unigram_bits_per_byte(c.train, c.valid);
+  CHECK(unigram > 4.0);  // English bytes, one at a time
+  CHECK(unigram < 5.5);
+}

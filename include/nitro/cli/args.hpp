@@ -63,6 +63,9 @@ struct parsed_args {
   std::optional<std::string> run_dir, id, emit, split, weights, out, resume;
   std::optional<std::int64_t> jobs;
   std::optional<double> interval, timeout;
+  std::optional<std::string> prompt;                  // sample
+  std::optional<std::int64_t> tokens, top_k;
+  std::optional<double> temperature;
   bool quiet = false, force = false, help = false;
 };
 
@@ -102,6 +105,10 @@ NITRO_RUNTIME_INLINE std::vector<option_spec> const& all_options() {
       {"--interval", "SECONDS", "how often to look at the run (default: 1)"},
       {"--timeout", "SECONDS", "give up after this long (default: never)"},
       {"--force", "", "overwrite an existing file"},
+      {"--prompt", "TEXT", "the text generation starts from (default: a newline)"},
+      {"--tokens", "N", "bytes to generate (default: 300)"},
+      {"--temperature", "T", "divides the logits before drawing; below 1 sharpens (default: 0.8)"},
+      {"--top-k", "K", "draw among the K likeliest bytes (default: 40; 0: all)"},
       {"--help", "", "show this help (-h)"},
   };
   return table;
@@ -147,6 +154,13 @@ NITRO_RUNTIME_INLINE std::vector<command_spec> const& commands() {
        "Rebuilds the run's program with its recorded selection, loads its weights (--weights latest, best or a "
        "file; a checkpoint named as RUN is its own), and prints the split's metrics.",
        {"--run-dir", "--split", "--weights"}, 1, 1, false},
+      {"sample", "[RUN]", "generate text from a run's weights (a language model whose forward takes nitro::data::tokens_in)",
+       "Rebuilds the run's program with its recorded selection, loads its weights (--weights latest, best, an average "
+       "or a file; RUN >> best picks in RUN), feeds --prompt through the model once and then draws --tokens bytes one at "
+       "a time, each from the last logits divided by --temperature and cut to the --top-k likeliest, printing them as they "
+       "come. Attention keeps the keys and values of what came before (a KV cache), so a byte costs one token of work. "
+       "The draws are seeded by the run's seed: one run, one prompt, one text.",
+       {"--run-dir", "--weights", "--prompt", "--tokens", "--temperature", "--top-k"}, 0, 1, false},
       {"report", "[RUN|SWEEP]", "write one self-contained HTML page of a run or a sweep: curves, schedules, confusion matrix",
        "Reads the run's records only (manifest.json, status.json, metrics.jsonl, binding_report.txt), so it works on a "
        "finished, a crashed or a running run: every logged metric and scheduled value against steps, samples/s, a "
@@ -315,6 +329,17 @@ NITRO_RUNTIME_INLINE parsed_args parse_args(std::vector<std::string> const& args
     else if (arg == "--interval") a.interval = detail::positive_seconds(arg, value);
     else if (arg == "--timeout") a.timeout = detail::positive_seconds(arg, value);
     else if (arg == "--force") a.force = true;
+    else if (arg == "--prompt") a.prompt = value;
+    else if (arg == "--tokens") a.tokens = detail::positive_integer(arg, value);
+    else if (arg == "--top-k") {
+      a.top_k = value == "0" ? 0 : detail::positive_integer(arg, value);
+    } else if (arg == "--temperature") {
+      double t = 0;
+      auto r = std::from_chars(value.data(), value.data() + value.size(), t);
+      if (r.ec != std::errc{} || r.ptr != value.data() + value.size() || !(t > 0) || t > 100)
+        throw error("E-CLI-002", "--temperature takes a number above 0, not '" + value + "'", "e.g. --temperature 0.8");
+      a.temperature = t;
+    }
   }
   if (a.help) return a;
   const int n = static_cast<int>(a.positional.size());

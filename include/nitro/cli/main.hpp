@@ -207,6 +207,7 @@ class app {
       return report(ctx.out, dir, a.positional.empty() ? run_ref(a, 0, dir) : a.positional[0], a.out);
     }
     if (cmd == "eval") return eval(ctx, a);
+    if (cmd == "sample") return sample(ctx, a);
     if (cmd == "sweep") return sweep(ctx, a);
     throw error("E-CLI-001", "there is no command '" + cmd + "'", "see --help");
   }
@@ -273,6 +274,22 @@ class app {
     ctx.out << "run " << run << "\n";
     const std::string split = a.split.value_or("test");
     return with_program(s.program, [&]<class P>(std::type_identity<P>) { return program<P>::eval(ctx, cat(), s, *weights, run, split); });
+  }
+
+  // ---- sample: the run's recorded selection, its weights, the generation's options -----------------
+  static int sample(context& ctx, parsed_args const& a) {
+    namespace fs = std::filesystem;
+    const std::string dir = default_run_dir(a);
+    // --weights "latest >> best", a file, or a pick (best, Average(Last(3))) in RUN (default: the latest run)
+    std::string text = a.weights.value_or("latest");
+    if (!a.positional.empty() && text.find(">>") == std::string::npos && !fs::is_regular_file(text)) text = a.positional[0] + " >> " + text;
+    const weights_ref weights = run_weights(dir, text);
+    selection s = resolve_selection(cat(), recorded_selection(weights));
+    generate_options o;
+    if (a.tokens) o.tokens = *a.tokens;
+    if (a.temperature) o.temperature = *a.temperature;
+    if (a.top_k) o.top_k = *a.top_k;
+    return with_program(s.program, [&]<class P>(std::type_identity<P>) { return program<P>::sample(ctx, cat(), s, weights, o, a.prompt.value_or("")); });
   }
 
   // ---- sweep --------------------------------------------------------------------------------------

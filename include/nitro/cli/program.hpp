@@ -36,6 +36,7 @@
 #include "nitro/knobs/slug.hpp"
 #include "nitro/nn/layers/chain.hpp"
 #include "nitro/nn/layers/dense.hpp"
+#include "nitro/train/generate.hpp"
 #include "nitro/train/nitro.hpp"
 
 #include <boost/hana/accessors.hpp>
@@ -359,6 +360,29 @@ struct program {
     for (auto const& [k, v] : m.scalars) t.row({split, k, metric_text(v)});
     ctx.out << t.str();
     return exit_ok;
+  }
+
+  // ---- sample: text from a language model's weights (train/generate.hpp) -------------------------------
+  static int sample(context& ctx, catalog const& c, selection const& s, weights_ref const& weights, generate_options o,
+                    std::string const& prompt) {
+    using forward_input = typename handle_type::binding_type::forward_input::input;
+    if constexpr (!std::is_same_v<forward_input, data::tokens_in>) {
+      throw error("E-GEN-002",
+                  "`sample` draws text from a language model, and " + std::string(c.programs[s.program]) +
+                      "'s forward hook does not take nitro::data::tokens_in (byte tokens [seq, batch])",
+                  "sample from an experiment whose forward takes nitro::data::tokens_in and returns logits [256, seq, batch]");
+    } else {
+      handle_extras x;
+      x.weights = weights;
+      x.loggers = to_logger_set(no_loggers);
+      auto h = handle(c, s, std::move(x));
+      o.seed = s.seed(c);
+      ctx.out << prompt;
+      o.on_token = [&](char ch) { ctx.out << ch << std::flush; };
+      (void)generate_text(*h, prompt, o);
+      ctx.out << "\n";
+      return exit_ok;
+    }
   }
 
   // ---- run --------------------------------------------------------------------------------------
