@@ -58,9 +58,9 @@ struct dense_layer {
   std::pair<basic_tensor<T>, params_t<state_spec, T>> operator()(basic_tensor<T> const& x, params_t<param_spec, T> const& ps,
                                                                    params_t<state_spec, T> const& st) const {
     using namespace nitro::detail;
-    // x [In, B]; or [In, T, B] and the like (tokens of a sequence): every column through the same
-    // product, the output [Out, T, B]. A [784, 1, 1, B] batch is [784, B].
-    const bool columns = x.rank() > 2 && x.size(0) == In && x.features() != In;
+    // x [In, B]; or [In, T, B] and the like (tokens of a sequence, one token too): every column
+    // through the same product, the output [Out, T, B]. An image batch [28, 28, 1, B] is [784, B].
+    const bool columns = x.rank() > 2 && x.size(0) == In;
     check_features(In, x.rank() <= 1 ? x.numel() : columns ? In : x.features(), [&] { return describe(); }, x.shape());
     const std::int64_t B = x.rank() <= 1 ? 1 : columns ? x.numel() / In : x.batch();
     shape ys{Out, B};
