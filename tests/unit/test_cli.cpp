@@ -170,7 +170,7 @@ TEST_CASE("the parser's errors: E-CLI-001, E-CLI-002, E-CLI-003") {
   auto fails = [](std::vector<std::string> args) { return error_text([&] { nitro::cli::parse_args(args); }); };
   CHECK(fails({"rn"}) ==
         "E-CLI-001: there is no command 'rn'; did you mean 'run'?\n"
-        "  fix: commands: run, sweep, variants, check, explain, diff, watch, ir, bundle, eval, report, new (--help lists them)");
+        "  fix: commands: run, sweep, variants, check, explain, diff, watch, ir, bundle, eval, sample, report, new (--help lists them)");
   CHECK(fails({"run", "--stpes", "10"}) ==
         "E-CLI-002: `run` does not take the option '--stpes'; did you mean '--steps'?\n"
         "  fix: `run` takes: --variant, --set, --steps, --eval-every, --diagnostics, --run-dir, --id, --quiet, --resume, --weights, --help");
