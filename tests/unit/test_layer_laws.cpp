@@ -175,9 +175,31 @@ struct TinyLM {
   }
 };
 NITRO_MODEL(TinyLM, tok, pos, attn, mlp, head);
+// Weight tying: the head is the token embedding read backwards (unembed), so tok.weight's
+// gradient is the sum of the lookup's and the head's.
+struct TiedLM {
+  nn::embedding_layer<7, 4> tok;
+  nn::positional_embedding_layer<5, 4> pos;
+  nn::residual_layer<nn::chain_layer<nn::layer_norm_layer<4>, nn::causal_self_attention_layer<4, 2>>> attn;
+  nn::layer_norm_layer<4> ln_f;
+  template <class Net, class X> auto forward(Net& net, X const& tokens) const {
+    auto h = nn::call<"attn">(net, nn::call<"pos">(net, nn::call<"tok">(net, tokens)));
+    return nn::unembed<"tok">(net, nn::call<"ln_f">(net, h));
+  }
+};
+NITRO_MODEL(TiedLM, tok, pos, attn, ln_f);
+// The head alone, on features that carry a gradient: [3, T, B] -> [4] -> logits over 6 tokens.
+struct TiedHead {
+  nn::embedding_layer<6, 4> tok;
+  nn::dense_layer<3, 4, nn::tanh_t> proj;
+  template <class Net, class X> auto forward(Net& net, X const& x) const { return nn::unembed<"tok">(net, nn::call<"proj">(net, x)); }
+};
+NITRO_MODEL(TiedHead, tok, proj);
 struct law_model_layer {
-  static void run(nitro::rng&) {
+  static void run(nitro::rng& g) {
     obeys_the_laws(nn::model(TinyLM{}), D::from({1, 6, 0, 3, 2, 5, 4, 4}, {4, 2}), {.with_x = false}, 33);  // [T, B] tokens
+    obeys_the_laws(nn::model(TiedLM{}), D::from({1, 6, 0, 3, 2, 5, 4, 4}, {4, 2}), {.with_x = false}, 34);
+    obeys_the_laws(nn::model(TiedHead{}), random({3, 2, 3}, g), {}, 35);
   }
 };
 struct law_causal_self_attention_layer {

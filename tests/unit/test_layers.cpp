@@ -791,6 +791,48 @@ struct SmallLM {
 NITRO_MODEL(SmallLM, tok, pos, blocks, head);
 }  // namespace layers_test
 
+namespace layers_test {
+// A byte model whose head is its token embedding read backwards (weight tying, GPT-2's): no
+// head weight of its own; the embedding starts small (N(0, 0.02)), as tied embeddings do.
+struct TiedNet {
+  nn::embedding_layer<256, 32> tok{{.weight = nitro::init::normal(0.02)}};
+  nn::positional_embedding_layer<16, 32> pos;
+  nn::residual_layer<nn::chain_layer<nn::layer_norm_layer<32>, nn::causal_self_attention_layer<32, 2>>> attn;
+  nn::residual_layer<nn::chain_layer<nn::layer_norm_layer<32>, nn::dense_layer<32, 64, nn::gelu_t>, nn::dense_layer<64, 32>>> mlp;
+  nn::layer_norm_layer<32> ln_f;
+  template <class Net, class X> auto forward(Net& net, X const& tokens) const {
+    auto h = nn::call<"mlp">(net, nn::call<"attn">(net, nn::call<"pos">(net, nn::call<"tok">(net, tokens))));
+    return nn::unembed<"tok">(net, nn::call<"ln_f">(net, h));
+  }
+};
+NITRO_MODEL(TiedNet, tok, pos, attn, mlp, ln_f);
+struct TiedRun {
+  float lr = 3e-3f;
+  std::int64_t batch_size = 16;
+  std::int64_t max_steps = 60;
+  auto build_data() const { return nitro::data::text_windows({.seq = 16}); }  // Debian's fortunes
+  auto build_model() const { return nn::model(TiedNet{}); }
+  auto forward(auto const& model, auto const& ps, auto const& st, nitro::data::tokens_in const& in) const { return model(in.tokens, ps, st); }
+  auto loss(nitro::Tensor const& logits, nitro::data::targets_in const& in) const { return nitro::nn::logitcrossentropy(logits, in.targets); }
+};
+NITRO_EXPERIMENT(TiedRun, lr, batch_size, max_steps);
+}  // namespace layers_test
+
+TEST_CASE("weight tying: a byte model whose head is its embedding read backwards holds one table and learns text through the handle") {
+  nitro::Nitro h(layers_test::TiedRun{});
+  std::vector<std::string> paths;
+  nitro::for_each_leaf(h.params(), [&](auto kp, auto const&) { paths.emplace_back(decltype(kp)::view()); });
+  CHECK(paths.front() == "tok.weight");
+  CHECK(std::none_of(paths.begin(), paths.end(), [](std::string const& p) { return p.starts_with("head"); }));
+  CHECK(paths.back() == "ln_f.bias");
+  auto before = h.evaluate("valid");
+  h.train(false);
+  auto after = h.evaluate("valid");
+  INFO("valid loss " << before.at("loss") << " -> " << after.at("loss"));
+  CHECK(before.at("loss") > 5.0);  // about ln 256 = 5.55: the small table gives near-uniform logits
+  CHECK(after.at("loss") < 3.6);   // 60 steps of 256 bytes: the byte frequencies and more
+}
+
 TEST_CASE("decoding with the KV cache gives the logits of the whole window, a token at a time; the positions run out as a coded error") {
   auto m = nn::model(layers_test::SmallLM{});
   using M = decltype(m);

@@ -8,11 +8,17 @@
 // weight), initialised N(0, 1) like torch.nn.Embedding. A value that is not a whole number in
 // [0, Vocab) is E-LAYER-005. The gradient reaches the weight's columns the batch used (the indices
 // themselves have none). Float32 holds every whole number up to 2^24, so Vocab is limited to that.
+//
+// The same weight read backwards is an output head (weight tying, as GPT-2 and nanoGPT tie theirs):
+// `unembed(x, ps)` gives the logits over the vocabulary, Wᵀ x: [Dim, ...] -> [Vocab, ...], one
+// product whose gradient adds to the weight's, beside the lookup's. In a model struct it is
+// nn::unembed<"tok">(net, h) (nn/layers/model.hpp).
 #pragma once
 
 #include "nitro/core/error.hpp"
 #include "nitro/nn/init.hpp"
 #include "nitro/nn/layer.hpp"
+#include "nitro/tensor/backend.hpp"
 #include "nitro/tensor/detail/record.hpp"
 
 #include <cmath>    // floor
@@ -82,6 +88,33 @@ struct embedding_layer {
       });
     }
     return {y, st};
+  }
+
+  // The logits over the vocabulary of features x [Dim, ...]: y = Wᵀ x, [Vocab, ...], every column
+  // through one product (the backend's gemm); the gradient reaches x and the weight.
+  template <class T>
+  basic_tensor<T> unembed(basic_tensor<T> const& x, params_t<param_spec, T> const& ps) const {
+    using namespace nitro::detail;
+    check_features(Dim, x.rank() == 0 ? 0 : x.size(0), [&] { return describe() + " read as an output head (unembed)"; }, x.shape());
+    const std::int64_t N = x.numel() / Dim;
+    shape ys = x.shape();
+    ys[0] = Vocab;
+    basic_tensor<T> const& w = get<"weight">(ps);
+    basic_tensor<T> y = make_output<T>(ys, needs_grad(x, w));
+    active_ops().gemm(true, false, Vocab, N, Dim, T(1), w.data(), Dim, x.data(), Dim, T(0), y.data(), Vocab);
+    if (y.requires_grad()) {
+      T const* xd = x.data();
+      T const* wd = w.data();
+      int xv = x.var(), wv = w.var(), yv = y.var();
+      active_tape().record([=](tape& t) {
+        T const* gy = t.grad_if_any<T>(yv);
+        if (!gy) return;
+        device_ops& ops = active_ops();
+        if (wv >= 0) ops.gemm(false, true, Dim, Vocab, N, T(1), xd, Dim, gy, Vocab, T(1), t.grad<T>(wv), Dim);
+        if (xv >= 0) ops.gemm(false, false, Dim, N, Vocab, T(1), wd, Dim, gy, Vocab, T(1), t.grad<T>(xv), Dim);
+      });
+    }
+    return y;
   }
 };
 

@@ -22,6 +22,11 @@
 // (E-LAYER-023). Each member draws its initial values from its own stream, the seed folded with
 // its position. The members' own compile-time checks (a chain's neighbours, a residual's body)
 // hold inside them; between calls, the layers check what they are given at run time.
+//
+// Weight tying: `unembed<"tok">(net, h)` reads the embedding member `tok` backwards, as the output
+// head (logits = tok.weightᵀ h, nn/layers/embedding.hpp): the model then has no head of its own,
+// and the embedding's weight learns from both uses. A member that is not an embedding is
+// E-LAYER-025, at compile time.
 #pragma once
 
 #include "nitro/core/fixed_string.hpp"
@@ -60,6 +65,15 @@ struct model_has_no_member_named {
                 "E-LAYER-024: nitro::nn::call<\"name\">(net, x) names no member of the model (see model_struct<S>, "
                 "member_named<name> and members_are<...> above). Fix: call one of the members listed, or add the member "
                 "(and list it in NITRO_MODEL).");
+  static constexpr bool ok = false;
+};
+
+template <class Model, class Member, class Type>
+struct model_member_is_not_an_embedding {
+  static_assert(always_false<Model, Member, Type>,
+                "E-LAYER-025: nitro::nn::unembed<\"name\">(net, x) reads an embedding's weight as the output head, and the "
+                "member named (see model_struct<S>, member_named<name> and member_type<T> above) is not an embedding. "
+                "Fix: name the embedding_layer member whose weight the head shares, or call<\"name\">(net, x) to apply the member.");
   static constexpr bool ok = false;
 };
 
@@ -167,6 +181,27 @@ auto call(model_net<M, T>& net, X const& x) {
     auto [y, s] = D::get(net.model)(x, get<Name>(net.ps), get<Name>(net.st));
     get<Name>(net.st_new) = s;
     return y;
+  }
+}
+
+// Weight tying: the embedding member `Name` read backwards, logits over its vocabulary from x
+// [Dim, ...] (its weight transposed); the model's output head without a weight of its own.
+template <fixed_string Name, class M, class T, class X>
+auto unembed(model_net<M, T>& net, X const& x) {
+  using fields = typename model_net<M, T>::fields;
+  constexpr int i = detail::member_index<Name>(fields{});
+  if constexpr (i < 0) {
+    static_assert(checks_evaluated<detail::no_member_named<M, Name>(fields{})>);  // E-LAYER-024
+    return x;
+  } else {
+    using D = typename decltype(nitro::detail::nth_of<static_cast<std::size_t>(i)>(fields{}))::type;
+    using L = typename D::type;
+    if constexpr (!requires(L const& l) { l.unembed(x, get<Name>(net.ps)); }) {
+      static_assert(checks_evaluated<model_member_is_not_an_embedding<model_struct<M>, member_named<Name>, member_type<L>>::ok>);  // E-LAYER-025
+      return x;
+    } else {
+      return D::get(net.model).unembed(x, get<Name>(net.ps));
+    }
   }
 }
 
