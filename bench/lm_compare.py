@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """tiny_lm side by side with PyTorch: tokens/s, the train loss at equal steps, the valid loss, peak RSS.
 
-    bench/lm_compare.py TINY_LM [--threads 2] [--sizes default:30,small:60,smoke:60] [--json out.json]
+    bench/lm_compare.py TINY_LM [--threads 2] [--sizes default:30,small:60,smoke:60] [--repeats 1] [--json out.json]
 
 For each size (default: layers 4, width 256, seq 1024; small: layers 2, width 128, seq 1024; smoke:
 layers 2, width 128, seq 64) and its step count: `tiny_lm run` (NITRO_NUM_THREADS = threads), then
@@ -9,8 +9,11 @@ bench/lm_torch.py twice, with the environment's OpenBLAS setup and with OPENBLAS
 OPENBLAS_L2_SIZE unset; the ratio is nitro over the faster PyTorch. nitro's tokens/s is the steps
 between its first and last train lines (steps 10 and N) times batch x seq over the wall time between
 them (metrics.jsonl; evaluation comes after), PyTorch's the training loop after its first 5 steps.
-Peak RSS from /usr/bin/time.
+Peak RSS from /usr/bin/time. Both frameworks train on the same windows in the same batches (PyTorch
+replays nitro's training order, bench/nitro_order.py). With --repeats R the three runs alternate R
+times; the table shows each framework's median tokens/s and the spread of its repeats.
 """
+import statistics
 import argparse
 import json
 import os
@@ -74,6 +77,7 @@ def main():
     ap.add_argument("tiny_lm")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--sizes", default="default:30,small:60,smoke:60")
+    ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--json")
     a = ap.parse_args()
     load = os.getloadavg()[0]
@@ -81,23 +85,30 @@ def main():
     for item in a.sizes.split(","):
         size, steps = item.split(":")
         steps = int(steps)
-        n = nitro(a.tiny_lm, size, steps, a.threads)
-        t = [torch(size, steps, a.threads, False), torch(size, steps, a.threads, True)]
-        best = max(t, key=lambda r: r["tokens_per_s"])
-        rows.append({"size": size, "steps": steps, "nitro": n, "torch": t, "ratio": n["tokens_per_s"] / best["tokens_per_s"]})
-        print(f"{size}: nitro {n['tokens_per_s']:.0f} tokens/s, torch {best['tokens_per_s']:.0f} ({best['openblas_env']}): "
-              f"{rows[-1]['ratio']:.2f}x", file=sys.stderr)
-    print(f"load average before: {load:.2f}, threads {a.threads}\n")
+        runs = {"nitro": [], "as set": [], "unset": []}
+        for _ in range(a.repeats):  # alternated, so a slow minute of the machine hits every framework
+            runs["nitro"].append(nitro(a.tiny_lm, size, steps, a.threads))
+            runs["as set"].append(torch(size, steps, a.threads, False))
+            runs["unset"].append(torch(size, steps, a.threads, True))
+        median = {k: statistics.median(r["tokens_per_s"] for r in v) for k, v in runs.items()}
+        setup = max(("as set", "unset"), key=lambda k: median[k])
+        rows.append({"size": size, "steps": steps, "runs": runs, "median": median, "torch_setup": setup,
+                     "ratio": median["nitro"] / median[setup]})
+        print(f"{size}: nitro {median['nitro']:.0f} tokens/s, torch {median[setup]:.0f} ({setup}): {rows[-1]['ratio']:.2f}x",
+              file=sys.stderr)
+    print(f"load average before: {load:.2f}, threads {a.threads}, repeats {a.repeats}\n")
     print("| size | steps | nitro tokens/s | PyTorch tokens/s (faster setup) | ratio | train loss at steps 10, 20, ... (nitro / PyTorch) | valid loss (nitro / PyTorch) | peak RSS MB (nitro / PyTorch) |")
     print("|---|---|---|---|---|---|---|---|")
+    spread = lambda v: f" ({min(r['tokens_per_s'] for r in v):.0f}-{max(r['tokens_per_s'] for r in v):.0f})" if len(v) > 1 else ""
     for r in rows:
-        n, best = r["nitro"], max(r["torch"], key=lambda x: x["tokens_per_s"])
-        losses = ", ".join(f"{x:.2f}/{y:.2f}" for x, y in zip(n["train_loss_every_10"], best["train_loss_every_10"]))
-        print(f"| {r['size']} | {r['steps']} | {n['tokens_per_s']:.0f} | {best['tokens_per_s']:.0f} ({best['openblas_env']}) | "
-              f"{r['ratio']:.2f} | {losses} | {n['valid_loss']:.3f} / {best['valid_loss']:.3f} | {n['peak_rss_mb']:.0f} / {best['peak_rss_mb']:.0f} |")
+        n, t = r["runs"]["nitro"], r["runs"][r["torch_setup"]]
+        losses = ", ".join(f"{x:.2f}/{y:.2f}" for x, y in zip(n[0]["train_loss_every_10"], t[0]["train_loss_every_10"]))
+        print(f"| {r['size']} | {r['steps']} | {r['median']['nitro']:.0f}{spread(n)} | {r['median'][r['torch_setup']]:.0f}{spread(t)} "
+              f"({r['torch_setup']}) | {r['ratio']:.2f} | {losses} | {n[0]['valid_loss']:.3f} / {t[0]['valid_loss']:.3f} | "
+              f"{max(x['peak_rss_mb'] for x in n):.0f} / {max(x['peak_rss_mb'] for x in t):.0f} |")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"load_before": load, "threads": a.threads, "rows": rows}, f, indent=1)
+            json.dump({"load_before": load, "threads": a.threads, "repeats": a.repeats, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

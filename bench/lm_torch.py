@@ -14,8 +14,10 @@ warm-up of 10 steps from 0 and a cosine to 0.1 x lr, batch 8 windows of seq + 1 
 Data: Debian's fortunes as nitro cuts them (data/text.hpp): every fortune file of
 /usr/share/games/fortunes in name order, documents between `%` lines, document i to test when
 i % 20 == 0, valid when 1, train otherwise, each split's documents joined by a newline, windows of
-seq + 1 bytes starting every seq bytes. The order of windows is a seeded shuffle of torch's own
-(nitro's loader draws its own), so losses agree in distribution, not batch for batch.
+seq + 1 bytes starting every seq bytes. The order of windows is nitro's: the loader's permutation of
+epoch e is Fisher-Yates under xoshiro256** seeded from fold(fold(seed, 2), e) (core/rng.hpp,
+data/loader.hpp), replayed here bit for bit (bench/nitro_order.py; tests/python/nitro_order_check.py
+holds it to the loader), so both frameworks see the same windows in the same batches at every step.
 
 Prints one JSON line: tokens/s of the training loop (the first 5 steps excluded: warm-up of the
 allocator and threads), the mean train loss of every 10 steps, the loss over the whole valid split at the end, peak RSS.
@@ -30,6 +32,8 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from nitro_order import nitro_order
 
 
 def corpus(seq):
@@ -138,14 +142,18 @@ def main():
         return 0.1 + 0.9 * (1 + math.cos(math.pi * j / n)) / 2
 
     train = data["train"]
-    order = torch.randperm(train.shape[0])
+    per_epoch = train.shape[0] // a.batch  # nitro's training loader drops the last partial batch
+    orders = {}
     losses, window, t0, timed = [], [], None, 0
     for step in range(1, a.steps + 1):
         if step == 6:
             t0 = time.perf_counter()
         for g, b in zip(opt.param_groups, base):
             g["lr"] = b * factor(step)
-        batch = train[order[(step - 1) * a.batch: step * a.batch]]
+        epoch, k = divmod(step - 1, per_epoch)
+        if epoch not in orders:
+            orders = {epoch: torch.tensor(nitro_order(train.shape[0], a.seed, epoch))}
+        batch = train[orders[epoch][k * a.batch: (k + 1) * a.batch]]
         x, y = batch[:, :-1], batch[:, 1:]
         loss = F.cross_entropy(net(x).reshape(-1, 256), y.reshape(-1))
         opt.zero_grad(set_to_none=True)

@@ -42,6 +42,11 @@ struct loader_options {
   int part = 0, parts = 1;
 };
 
+// The seed of a run's training order: the run seed's stream 2 (1 initialises the parameters).
+// Epoch e's permutation is then Fisher-Yates under rng(fold(train_order_seed(seed), e)); a
+// framework fed the same order replays it (bench/lm_torch.py).
+constexpr std::uint64_t train_order_seed(std::uint64_t run_seed) noexcept { return fold(run_seed, 2); }
+
 // Columns [first, first + count) of a batch.
 struct batch_block {
   std::int64_t first = 0, count = 0;

@@ -245,7 +245,7 @@ struct handle_state {
   data::loader_options loader_options_for(std::string_view split) const {
     const bool training = split == "train";
     return {.batch_size = m_kw.batch_size.value, .shuffle = training, .drop_last = training, .prefetch = 2,
-            .seed = training ? fold(m_kw.seed.value, 2) : 0};
+            .seed = training ? data::train_order_seed(m_kw.seed.value) : 0};
   }
 
   resolve_context checkpoint_context(bool bare_is_own) const {
