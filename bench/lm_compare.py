@@ -80,6 +80,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--json")
     a = ap.parse_args()
+    a.tiny_lm = os.path.abspath(a.tiny_lm)  # runs in a scratch folder
     load = os.getloadavg()[0]
     rows = []
     for item in a.sizes.split(","):
