@@ -31,6 +31,7 @@
 #include "nitro/record/atomic_file.hpp"
 #include "nitro/record/checkpoint.hpp"
 #include "nitro/record/checkpoint_file.hpp"
+#include "nitro/record/run_lock.hpp"
 #include "nitro/record/checkpoint_index.hpp"
 #include "nitro/record/history.hpp"
 #include "nitro/record/loggers/console.hpp"

@@ -3,6 +3,7 @@
 // weights/resume grammar resolved against a runs directory.
 #include <nitro/record/atomic_file.hpp>
 #include <nitro/record/checkpoint.hpp>
+#include <nitro/record/run_lock.hpp>
 #include <nitro/record/safetensors.hpp>
 #include <nitro/record/weights_ref.hpp>
 #include <nitro/record/weights_resolve.hpp>
@@ -863,4 +864,50 @@ TEST_CASE("grammar: every failure to resolve is a coded error that says what is 
   CHECK(code(nitro::all >> nitro::latest, ctx) == "none");
   fs::remove(runs / "mlp-a-001" / "checkpoints" / "step-000000000020.safetensors");
   CHECK(code(nitro::run_id("mlp-a-001") >> nitro::best, ctx) == "E-CKPT-029");
+}
+
+TEST_CASE("run_lock: one writer a run folder; another process's run is refused with E-REC-009 naming it; a dead writer's lock is taken over") {
+  const fs::path run = ckpt_test::fresh_dir("lock") / "run";
+  fs::create_directories(run);
+  CHECK(!nitro::run_lock::holder(run));  // never locked: no lock file at all
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t writer = ::fork();
+  REQUIRE(writer >= 0);
+  if (writer == 0) {  // another process writes the run until it is killed
+    nitro::run_lock lock(run);
+    (void)!::write(ready[1], "x", 1);
+    for (;;) ::pause();
+  }
+  char c = 0;
+  REQUIRE(::read(ready[0], &c, 1) == 1);
+  const std::string pid = "pid " + std::to_string(writer) + " on host ";
+  auto who = nitro::run_lock::holder(run);
+  REQUIRE(who);
+  CHECK(who->starts_with(pid));
+  const std::string refused = "E-REC-009: cannot resume from the run " + run.string() + ": it is being written by " + pid;
+  CHECK_THROWS_WITH_AS(nitro::require_not_being_written(run, "resume from"), doctest::Contains(refused.c_str()), nitro::error);
+  CHECK_THROWS_WITH_AS(nitro::run_lock{run}, doctest::Contains("E-REC-009: cannot write the run"), nitro::error);
+  ::kill(writer, SIGKILL);  // dies holding it: the kernel drops the lock, the file stays
+  int status = 0;
+  ::waitpid(writer, &status, 0);
+  CHECK(WIFSIGNALED(status));
+  CHECK(fs::exists(run / "lock"));
+  CHECK(!nitro::run_lock::holder(run));
+  CHECK_NOTHROW(nitro::require_not_being_written(run, "resume from"));
+  {
+    nitro::run_lock mine(run);  // taken over without a word
+    CHECK(mine.held());
+    CHECK(slurp(run / "lock").starts_with("pid " + std::to_string(::getpid()) + " on host "));
+    nitro::run_lock again(run);  // this process's own run: shared (the command line and its handle)
+    CHECK(again.held());
+    CHECK(!nitro::run_lock::holder(run));
+    nitro::run_lock moved = std::move(again);
+    CHECK(!again.held());
+    CHECK(moved.held());
+  }
+  CHECK(slurp(run / "lock").empty());  // released: an empty file
+  CHECK(!nitro::run_lock::holder(run));
+  ::close(ready[0]);
+  ::close(ready[1]);
 }

@@ -199,6 +199,27 @@ TEST_CASE("exact resume: a checkpoint refuses to continue a run with another see
   // a checkpoint of another model is refused before anything is copied
   CHECK(nitro_test::code_and_sentence_of([&] { nitro::Nitro h(Anchored{}, nitro::seed = seed, nitro::resume = nitro::run_id(run.string()) >> nitro::latest); })
             .rfind("E-CKPT-012", 0) == 0);
+
+  // a run another process writes is not resumed (it would fork); once that process is gone, it is
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t writer = ::fork();
+  REQUIRE(writer >= 0);
+  if (writer == 0) {
+    nitro::run_lock lock(run);
+    (void)!::write(ready[1], "x", 1);
+    for (;;) ::pause();
+  }
+  char c = 0;
+  REQUIRE(::read(ready[0], &c, 1) == 1);
+  auto live = nitro_test::code_and_sentence_of([&] { nitro::Nitro h(Mlp<>{}, nitro::seed = seed, nitro::resume = nitro::run_id(run.string()) >> nitro::latest); });
+  CHECK(live.rfind("E-REC-009", 0) == 0);
+  CHECK(live.find("pid " + std::to_string(writer)) != std::string::npos);
+  ::kill(writer, SIGKILL);
+  ::waitpid(writer, nullptr, 0);
+  CHECK_NOTHROW(nitro::Nitro(Mlp<>{}, nitro::seed = seed, nitro::resume = nitro::run_id(run.string()) >> nitro::latest));
+  ::close(ready[0]);
+  ::close(ready[1]);
 }
 
 // The worker the kill test starts in a child process (skipped in a normal run): trains to

@@ -21,6 +21,7 @@
 #include "nitro/knobs/records.hpp"
 #include "nitro/knobs/selection.hpp"
 #include "nitro/knobs/slug.hpp"
+#include "nitro/record/run_lock.hpp"
 #include "nitro/knobs/sweep_points.hpp"
 
 #include <cerrno>      // errno
@@ -155,6 +156,8 @@ class app {
       if (cmd == "run" && a.resume) {
         // a resume continues the run it names: its recorded selection, unless flags give another
         weights_ref from = run_weights(default_run_dir(a), *a.resume);
+        // refused before anything is made: a run that another process still writes would fork (E-REC-009)
+        if (from.which() != weights_ref::kind::path) require_not_being_written(from.run().directory, "resume from");
         ro.resume = resume_ref::of(from);
         if (!a.has_selection) req = recorded_selection(from);
       }

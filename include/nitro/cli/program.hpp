@@ -25,6 +25,7 @@
 #include "nitro/core/reflect.hpp"
 #include "nitro/dist/replicas.hpp"
 #include "nitro/record/checkpoint.hpp"
+#include "nitro/record/run_lock.hpp"
 #include "nitro/data/dataset.hpp"
 #include "nitro/data/loader.hpp"
 #include "nitro/record/weights_ref.hpp"
@@ -402,6 +403,22 @@ struct program {
     return p;
   }
 
+  // The run's folder, made exclusively. Two processes of one selection started in the same second
+  // may draw the same id: the later one draws again (an id given with --id, or a data-parallel
+  // job's broadcast one, is kept, and a folder it names that exists is E-REC-001).
+  static run_record create_record(catalog const& c, selection const& s, run_options const& o, bool data_parallel, std::string const& run_dir,
+                                  run_identity& ident) {
+    for (int attempt = 0;; ++attempt) {
+      try {
+        return run_record::create(run_dir, ident.slug);
+      } catch (error const&) {
+        if (o.id || data_parallel || attempt == 7 || !std::filesystem::exists(std::filesystem::path(run_dir) / ident.slug)) throw;
+        ident.id = make_run_id();
+        ident.slug = make_slug(c.experiment, s.request, ident.id);
+      }
+    }
+  }
+
   static run_result run(context& ctx, catalog const& c, selection const& s, run_options const& o) {
     const E e = experiment(c, s);
     handle_extras x = run_extras(e, s);
@@ -423,7 +440,8 @@ struct program {
     ident.command = ctx.command_line;
 
     const std::string run_dir = o.run_dir ? *o.run_dir : run_dir_of(keyword_rows(e, c, s, x));
-    run_record rec = lead ? run_record::create(run_dir, ident.slug) : run_record((std::filesystem::path(run_dir) / ident.slug).string());
+    run_record rec = lead ? create_record(c, s, o, dp != nullptr, run_dir, ident) : run_record((std::filesystem::path(run_dir) / ident.slug).string());
+    run_lock lock = lead ? run_lock(rec.dir()) : run_lock();  // the handle shares it; a resume of this run waits for its end
     res.dir = rec.dir();
     res.slug = ident.slug;
 

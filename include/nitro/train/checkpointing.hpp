@@ -11,6 +11,7 @@
 
 #include "nitro/dist/shard.hpp"
 #include "nitro/record/checkpoint.hpp"
+#include "nitro/record/run_lock.hpp"
 #include "nitro/record/run_reference.hpp"
 #include "nitro/record/weights_ref.hpp"
 #include "nitro/record/weights_resolve.hpp"
@@ -78,6 +79,7 @@ void open_record(S& s, bool collective) {
     if (ec)
       throw error("E-REC-004", "cannot create the run directory '" + s.m_run_dir.string() + "' (" + ec.message() + ")",
                   "pass a writable run_dir or run_ref");
+    if (!s.m_run_dir.empty() && !s.m_run_lock.held()) s.m_run_lock = run_lock(s.m_run_dir);  // E-REC-009: another process writes it
   }
   if (collective && s.m_dist && s.m_new_record) {  // rank 0's new directory is every rank's (restore_best reads its checkpoints)
     std::string d = s.m_run_dir.string();
@@ -107,7 +109,10 @@ void take_ema(S& s, safetensors_file const& file) {
 // Everything the next step depends on, from one checkpoint.
 template <class S>
 void resume_from(S& s, resume_ref const& ref) {
-  safetensors_file file = resolve(ref, s.checkpoint_context(false)).load();
+  const resolved_weights found = resolve(ref, s.checkpoint_context(false));
+  for (auto const& c : found.checkpoints)  // a run another process still writes would fork under it
+    if (!c.run.empty()) require_not_being_written(c.run, "resume from");  // E-REC-009
+  safetensors_file file = found.load();
   const checkpoint_info info = read_checkpoint_info(file);  // E-CKPT-015: not a nitro checkpoint
   const resume_point at = resume_point_of(info, s.m_kw.seed.value, s.m_kw.batch_size.value, file.source());  // E-CKPT-030
   load_store(file, "params.", s.m_params);

@@ -25,6 +25,7 @@
 #include "nitro/optim/program.hpp"
 #include "nitro/optim/schedule_map.hpp"
 #include "nitro/record/checkpoint.hpp"
+#include "nitro/record/run_lock.hpp"
 #include "nitro/record/weights_ref.hpp"
 #include "nitro/record/weights_resolve.hpp"
 #include "nitro/tensor/arena.hpp"
@@ -333,6 +334,7 @@ struct handle_state {
   bool m_new_record = false;           // a checkpointer without run_ref: a new run directory, named when it opens
   std::string m_metadata_json = "{}";  // the record's metadata (the selection), from run_ref
   std::optional<checkpointer> m_ckpt;
+  run_lock m_run_lock;                 // held while this handle writes m_run_dir (rank 0): one writer a run
   std::int64_t m_epoch_batch = 0;   // loader batches of m_epoch already trained (the mid-epoch position)
   std::int64_t m_used_batches = 0;  // batches per epoch train() uses (rounded down to accum)
   std::vector<float> m_loaded_ema;  // an EMA read by weights/resume, handed to the run when it begins
