@@ -323,6 +323,44 @@ TEST_CASE("text: a missing, empty or too short file is a coded error naming the 
   CHECK(!d.has("valid"));  // fewer than 20 documents: all of them train
 }
 
+TEST_CASE("text: a file that is not UTF-8 text is E-DATA-013 naming the file, the knob, the byte and its line; UTF-8 of every length is text") {
+  const fs::path dir = nitro_test::tmp_dir("io") / "text_utf8";
+  fs::create_directories(dir);
+  auto message_of = [&](std::string const& name, std::string const& bytes) {
+    nitro_test::spit(dir / name, bytes);
+    try {
+      nitro::data::text_windows({.file = (dir / name).string(), .seq = 4, .knob = "text"});
+    } catch (nitro::error const& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string f = (dir / "latin1.txt").string();
+  CHECK(message_of("latin1.txt", "caf\xe9 au lait\nna\xef" "ve\n") ==
+        "E-DATA-013: the text file " + f + " (knob text) is not UTF-8 text: byte 3 (line 1, 0xe9) starts no UTF-8 character\n"
+        "  fix: convert it to UTF-8 (iconv -f LATIN1 -t UTF-8 " + f + " > text.txt) and point the knob text at that, or at another text file");
+  CHECK(message_of("binary.txt", std::string("line one\nline two\n\x7f" "ELF\0\0\x01", 25)).find("holds a NUL byte at byte 22 (line 3, 0x00): a binary file, not text") !=
+        std::string::npos);
+  // each malformed form, at the offset where it starts
+  const std::pair<std::string, std::string> bad[] = {
+      {"ab\x80" "cdefgh", "byte 2 "},                 // a continuation byte alone
+      {"abcdefg\xc3", "byte 7 "},                     // cut short at the end
+      {"ab\xc0\xaf" "cdefg", "byte 2 "},              // overlong '/'
+      {"ab\xed\xa0\x80" "cdef", "byte 2 "},          // a surrogate, U+D800
+      {"ab\xf4\x90\x80\x80" "cd", "byte 2 "},        // past U+10FFFF
+      {"ab\xe2\x82zcdefg", "byte 2 "},                // a three-byte form broken in its third byte
+  };
+  for (auto const& [bytes, where] : bad) {
+    INFO(bytes);
+    const std::string m = message_of("bad.txt", bytes);
+    CHECK(m.rfind("E-DATA-013", 0) == 0);
+    CHECK(m.find(where) != std::string::npos);
+  }
+  // two-, three- and four-byte characters are text, and every byte of them is a token
+  const std::string good = "na\xc3\xafve \xe2\x9c\x93 \xf0\x9d\x84\x9e" " clef\n";
+  CHECK(message_of("good.txt", good) == "no error");
+}
+
 TEST_CASE("text: Debian's fortunes are the default corpus, in English, cut into three splits") {
   auto d = nitro::data::text_windows({.seq = 64});
   CHECK(d.name == "fortunes");

@@ -16,8 +16,9 @@
 //
 // The default corpus is every fortune file of Debian's `fortunes` and `fortunes-min` packages
 // (/usr/share/games/fortunes, or $NITRO_FORTUNES_DIR; BSD licence, from fortune-mod): about 2.6
-// MB of English. A missing, empty or too short file is a coded error naming the file and the knob
-// that chose it (E-DATA-010..012), raised when the data set is built, before the first step.
+// MB of English. A missing, empty or too short file, and one that is not UTF-8 text (a NUL byte: a
+// binary file; bytes of another encoding), is a coded error naming the file and the knob that chose
+// it (E-DATA-010..013), raised when the data set is built, before the first step.
 #pragma once
 
 #include "nitro/core/runtime.hpp"
@@ -78,12 +79,14 @@ NITRO_RUNTIME_INLINE double unigram_bits_per_byte(std::string const& train, std:
 
 #include <algorithm>   // sort
 #include <cmath>       // log2
+#include <cstdio>      // snprintf: a bad byte in hex
 #include <cstdlib>     // getenv
 #include <filesystem>  // the corpus folder
 #include <fstream>     // reading
 #include <iterator>    // istreambuf_iterator
 #include <map>         // the process cache
 #include <mutex>       // the process cache
+#include <string_view> // UTF-8 checks
 #include <vector>      // documents
 
 namespace nitro::data {
@@ -101,6 +104,50 @@ inline std::string read_whole(std::string const& path, std::string const& what, 
   std::ifstream in(path, std::ios::binary);
   if (!in) throw error("E-DATA-010", what + " " + path + " cannot be read (it does not exist, or is not a file)", fix);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Where `s` stops being well-formed UTF-8 (a stray continuation byte, a sequence cut short, an
+// overlong form, a surrogate, a code point past U+10FFFF), or npos when it is UTF-8 throughout.
+inline std::size_t first_invalid_utf8(std::string_view s) {
+  const std::size_t n = s.size();
+  std::size_t i = 0;
+  while (i < n) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range (narrower after E0, ED, F0, F4)
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else return i;
+    if (i + len > n) return i;
+    const unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
+    if (c1 < lo || c1 > hi) return i;
+    for (std::size_t k = 2; k < len; ++k) {
+      const unsigned char ck = static_cast<unsigned char>(s[i + k]);
+      if (ck < 0x80 || ck > 0xBF) return i;
+    }
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+// E-DATA-013 when `text` (of `subject`: "the text file F (knob K)") is not text: a NUL byte (a binary
+// file) or bytes that are not UTF-8 (another encoding), named by offset and line.
+inline void require_utf8_text(std::string const& text, std::string const& subject, std::string const& fix) {
+  const std::size_t nul = text.find('\0');
+  const std::size_t bad = first_invalid_utf8(text);
+  if (nul == std::string::npos && bad == std::string_view::npos) return;
+  const std::size_t at = std::min(nul, bad);
+  const std::size_t line = 1 + static_cast<std::size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned>(static_cast<unsigned char>(text[at])));
+  const std::string where = "byte " + std::to_string(at) + " (line " + std::to_string(line) + ", " + hex + ")";
+  if (at == nul) throw error("E-DATA-013", subject + " holds a NUL byte at " + where + ": a binary file, not text", fix);
+  throw error("E-DATA-013", subject + " is not UTF-8 text: " + where + " starts no UTF-8 character", fix);
 }
 
 // Documents of a fortune file: the text between lines holding only "%".
@@ -166,12 +213,19 @@ NITRO_RUNTIME_INLINE text_corpus read_text_corpus(text_options const& opt) {
     if (files.empty())
       throw error("E-DATA-010", "the default corpus (knob " + opt.knob + " unset) finds no fortune files in " + dir, fortunes_install_hint);
     std::sort(files.begin(), files.end());
-    for (auto const& f : files) detail::fortune_documents(detail::read_whole(f.string(), "the fortune file", fortunes_install_hint), docs);
+    for (auto const& f : files) {
+      const std::string text = detail::read_whole(f.string(), "the fortune file", fortunes_install_hint);
+      detail::require_utf8_text(text, "the fortune file " + f.string(), fortunes_install_hint);  // E-DATA-013
+      detail::fortune_documents(text, docs);
+    }
   } else {
     where = opt.file;
     const std::string fix = "point the knob " + opt.knob + " at a text file (--set " + opt.knob + "=path/to/file.txt)";
     const std::string text = detail::read_whole(opt.file, "the text file (knob " + opt.knob + ")", fix);
     if (text.empty()) throw error("E-DATA-011", "the text file " + opt.file + " (knob " + opt.knob + ") is empty", fix);
+    detail::require_utf8_text(text, "the text file " + opt.file + " (knob " + opt.knob + ")",
+                              "convert it to UTF-8 (iconv -f LATIN1 -t UTF-8 " + opt.file + " > text.txt) and point the knob " + opt.knob +
+                                  " at that, or at another text file");  // E-DATA-013
     if (static_cast<std::int64_t>(text.size()) < opt.seq + 1)
       throw error("E-DATA-012",
                   "the text file " + opt.file + " (knob " + opt.knob + ") holds " + std::to_string(text.size()) +
