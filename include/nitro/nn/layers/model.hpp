@@ -37,6 +37,7 @@
 #include <cstddef>  // size_t
 #include <cstdint>  // uint64_t
 #include <string>   // describe
+#include <type_traits>  // type_identity, is_void
 #include <utility>  // pair, forward
 
 // A model struct is adapted as an experiment is (every member listed, in order: a member left out
@@ -168,16 +169,30 @@ constexpr model_layer<M> model(M m) {
   return model_layer<M>{m};
 }
 
+namespace detail {
+// The descriptor of the member `Name` of M (D::name, D::type, D::get), or void after E-LAYER-024
+// when M has no such member: the one lookup call<> and unembed<> share.
+template <fixed_string Name, class M>
+auto member_descriptor() {
+  using fields = typename experiment_traits<M>::fields;
+  constexpr int i = member_index<Name>(fields{});
+  if constexpr (i < 0) {
+    static_assert(checks_evaluated<no_member_named<M, Name>(fields{})>);  // E-LAYER-024
+    return std::type_identity<void>{};
+  } else {
+    return decltype(nitro::detail::nth_of<static_cast<std::size_t>(i)>(fields{})){};  // nth_of is declared only
+  }
+}
+template <fixed_string Name, class M> using member_descriptor_t = typename decltype(member_descriptor<Name, M>())::type;
+}  // namespace detail
+
 // Applies the member `Name` of the model to x, with its parameters and state; keeps its new state.
 template <fixed_string Name, class M, class T, class X>
 auto call(model_net<M, T>& net, X const& x) {
-  using fields = typename model_net<M, T>::fields;
-  constexpr int i = detail::member_index<Name>(fields{});
-  if constexpr (i < 0) {
-    static_assert(checks_evaluated<detail::no_member_named<M, Name>(fields{})>);  // E-LAYER-024
-    return x;
+  using D = detail::member_descriptor_t<Name, M>;
+  if constexpr (std::is_void_v<D>) {
+    return x;  // E-LAYER-024 said why
   } else {
-    using D = typename decltype(nitro::detail::nth_of<static_cast<std::size_t>(i)>(fields{}))::type;
     auto [y, s] = D::get(net.model)(x, get<Name>(net.ps), get<Name>(net.st));
     get<Name>(net.st_new) = s;
     return y;
@@ -188,20 +203,14 @@ auto call(model_net<M, T>& net, X const& x) {
 // [Dim, ...] (its weight transposed); the model's output head without a weight of its own.
 template <fixed_string Name, class M, class T, class X>
 auto unembed(model_net<M, T>& net, X const& x) {
-  using fields = typename model_net<M, T>::fields;
-  constexpr int i = detail::member_index<Name>(fields{});
-  if constexpr (i < 0) {
-    static_assert(checks_evaluated<detail::no_member_named<M, Name>(fields{})>);  // E-LAYER-024
+  using D = detail::member_descriptor_t<Name, M>;
+  if constexpr (std::is_void_v<D>) {
+    return x;  // E-LAYER-024 said why
+  } else if constexpr (!requires(typename D::type const& l) { l.unembed(x, get<Name>(net.ps)); }) {
+    static_assert(checks_evaluated<model_member_is_not_an_embedding<model_struct<M>, member_named<Name>, member_type<typename D::type>>::ok>);  // E-LAYER-025
     return x;
   } else {
-    using D = typename decltype(nitro::detail::nth_of<static_cast<std::size_t>(i)>(fields{}))::type;
-    using L = typename D::type;
-    if constexpr (!requires(L const& l) { l.unembed(x, get<Name>(net.ps)); }) {
-      static_assert(checks_evaluated<model_member_is_not_an_embedding<model_struct<M>, member_named<Name>, member_type<L>>::ok>);  // E-LAYER-025
-      return x;
-    } else {
-      return D::get(net.model).unembed(x, get<Name>(net.ps));
-    }
+    return D::get(net.model).unembed(x, get<Name>(net.ps));
   }
 }
 
