@@ -41,7 +41,7 @@ case "${1:-}" in
     configure build-clang -DCMAKE_CXX_COMPILER=clang++ -DNITRO_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNITRO_BUILD_BENCH=OFF \
       -DNITRO_BUILD_EXAMPLES=OFF -DNITRO_CUDA=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DNITRO_TEST_COMPILE_FAIL=OFF
     cmake --build build-clang -j "$jobs" --target test_core test_bind test_io test_checkpoint test_cpu_backend \
-      fuzz_safetensors fuzz_replay_safetensors fuzz_cli
+      fuzz_safetensors fuzz_replay_safetensors fuzz_cli fuzz_inputs fuzz_replay_inputs
     (cd build-clang && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j "$jobs" \
       -R '^(unit\.test_(core|bind|io|checkpoint|cpu_backend)|fuzz\..*)$')
     echo "== all tests passed"

@@ -109,6 +109,7 @@ NITRO_RUNTIME_INLINE std::string sweep_table(std::vector<sweep_row> const& rows)
 #if !NITRO_RUNTIME_EXTERN
 namespace nitro::cli {
 
+
 NITRO_RUNTIME_INLINE std::string variants_text(catalog const& c) {
   std::string s = "knobs:\n";
   table k;
@@ -158,8 +159,16 @@ NITRO_RUNTIME_INLINE std::string selection_words(ordered_json const& sel) {
 
 NITRO_RUNTIME_INLINE std::string diff_text(std::string const& dir_a, std::string const& dir_b) {
   namespace fs = std::filesystem;
-  ordered_json ma = read_json((fs::path(dir_a) / "manifest.json").string());
-  ordered_json mb = read_json((fs::path(dir_b) / "manifest.json").string());
+  auto manifest = [](std::string const& dir) {  // valid JSON that is not an object is as damaged as text that is not JSON
+    const std::string path = (fs::path(dir) / "manifest.json").string();
+    ordered_json m = read_json(path);
+    if (!m.is_object())
+      throw error("E-REC-002", "the record " + path + " is not a JSON object (damaged)",
+                  "the run's other files are still readable; rerun the run to get a complete record");
+    return m;
+  };
+  ordered_json ma = manifest(dir_a);
+  ordered_json mb = manifest(dir_b);
   ordered_json sa = fs::exists(fs::path(dir_a) / "status.json") ? read_json((fs::path(dir_a) / "status.json").string()) : ordered_json::object();
   ordered_json sb = fs::exists(fs::path(dir_b) / "status.json") ? read_json((fs::path(dir_b) / "status.json").string()) : ordered_json::object();
   auto str = [](ordered_json const& j, char const* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : std::string("?"); };
@@ -222,12 +231,12 @@ NITRO_RUNTIME_INLINE std::string diff_text(std::string const& dir_a, std::string
 }
 
 NITRO_RUNTIME_INLINE std::string metrics_line_text(ordered_json const& j) {
-  std::string type = j.value("type", std::string());
+  std::string type = text_field(j, "type", "");
   auto num = [](ordered_json const& v) { return v.is_number_integer() ? v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : metric_text(v.get<double>()); };
   std::string s;
-  if (type == "metadata") return "watching " + j.value("slug", std::string("?")) + "  program " + j.value("program", std::string("?"));
-  if (type == "end") return "end: " + j.value("status", std::string("?")) + " at step " + (j.contains("step") ? j["step"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : "?");
-  if (type == "metrics") s = j.value("split", std::string("?"));  // the trainer's lines: one per logged step or evaluation
+  if (type == "metadata") return "watching " + text_field(j, "slug", "?") + "  program " + text_field(j, "program", "?");
+  if (type == "end") return "end: " + text_field(j, "status", "?") + " at step " + (j.contains("step") ? j["step"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : "?");
+  if (type == "metrics") s = text_field(j, "split", "?");  // the trainer's lines: one per logged step or evaluation
   else s = type;
   for (auto const& [k, v] : j.items()) {
     if (k == "type" || k == "split" || k == "wall_time" || !v.is_number()) continue;
@@ -280,7 +289,7 @@ NITRO_RUNTIME_INLINE std::string curves_text(std::vector<ordered_json> const& li
     const std::string split = n.substr(0, slash), metric = slash == std::string::npos ? n : n.substr(slash + 1);
     std::vector<double> v;
     for (auto const& j : lines) {
-      if (j.value("type", std::string()) != "metrics" || j.value("split", std::string()) != split || !j.contains(metric)) continue;
+      if (text_field(j, "type", "") != "metrics" || text_field(j, "split", "") != split || !j.contains(metric)) continue;
       v.push_back(j[metric].is_number() ? j[metric].get<double>() : std::nan(""));
     }
     if (v.empty()) continue;
@@ -322,7 +331,7 @@ NITRO_RUNTIME_INLINE int watch(context& ctx, std::string const& dir, double inte
       }
       ctx.out.flush();
     }
-    const std::string state = st.value("state", std::string("running"));
+    const std::string state = text_field(st, "state", "running");
     if (state != "running") {
       if (!live) ctx.out << curves_text(lines, monitored_metric(st, manifest));
       std::string line = "state: " + state + "  step " + (st.contains("step") ? st["step"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) : "?");
@@ -332,7 +341,7 @@ NITRO_RUNTIME_INLINE int watch(context& ctx, std::string const& dir, double inte
       return state == "finished" ? exit_ok : exit_failed;
     }
     const auto now = std::chrono::steady_clock::now();
-    const std::string hb = st.value("heartbeat", std::string());
+    const std::string hb = text_field(st, "heartbeat", "");
     if (hb != last_heartbeat) { last_heartbeat = hb; last_change = now; }
     const double quiet_for = std::chrono::duration<double>(now - last_change).count();
     if (quiet_for > std::max(30.0, 20 * interval) && !process_alive(st)) {
@@ -350,7 +359,8 @@ NITRO_RUNTIME_INLINE int watch(context& ctx, std::string const& dir, double inte
 
 NITRO_RUNTIME_INLINE weights_ref weights_in_run(std::string const& run, std::string const& which) {
   namespace fs = std::filesystem;
-  if (fs::is_regular_file(which)) return weights_ref(fs::path(which));
+  std::error_code ec;  // text that cannot be a path (a name too long) is not a file: it is read as a checkpoint
+  if (fs::is_regular_file(which, ec)) return weights_ref(fs::path(which));
   weights_ref r = weights_ref::from_text(which == "final" ? std::string("latest") : which);
   if (r.which() == weights_ref::kind::path)
     throw error("E-REC-002", "--weights " + which + " names no checkpoint of the run " + run + " and no file",

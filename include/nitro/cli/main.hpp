@@ -220,7 +220,7 @@ class app {
   // the handle gets a folder and never guesses the runs directory.
   static weights_ref run_weights(std::string const& dir, std::string const& text) {
     namespace fs = std::filesystem;
-    if (fs::is_regular_file(text)) return weights_ref(fs::path(text));
+    if (std::error_code ec; fs::is_regular_file(text, ec)) return weights_ref(fs::path(text));
     const auto arrow = text.find(">>");
     std::string run_part = text, pick = "latest";
     if (arrow != std::string::npos) {
@@ -254,7 +254,7 @@ class app {
     const std::string ref = a.positional[0];
     std::string run;
     std::optional<weights_ref> weights;
-    if (fs::is_regular_file(ref)) {
+    if (std::error_code ec; fs::is_regular_file(ref, ec)) {
       // a checkpoint file: its run is the folder above checkpoints/
       fs::path p = fs::absolute(ref).parent_path();
       if (p.filename() == "checkpoints") p = p.parent_path();
@@ -285,7 +285,8 @@ class app {
     const std::string dir = default_run_dir(a);
     // --weights "latest >> best", a file, or a pick (best, Average(Last(3))) in RUN (default: the latest run)
     std::string text = a.weights.value_or("latest");
-    if (!a.positional.empty() && text.find(">>") == std::string::npos && !fs::is_regular_file(text)) text = a.positional[0] + " >> " + text;
+    std::error_code ignored_error;  // a text too long for a file name is no file
+    if (!a.positional.empty() && text.find(">>") == std::string::npos && !fs::is_regular_file(text, ignored_error)) text = a.positional[0] + " >> " + text;
     const weights_ref weights = run_weights(dir, text);
     selection s = resolve_selection(cat(), recorded_selection(weights));
     generate_options o;
@@ -385,7 +386,7 @@ class app {
           const std::string status = (fs::path(run_dir) / rows[i].slug / "status.json").string();
           if (fs::exists(status)) {
             ordered_json st = read_json(status);
-            rows[i].state = st.value("state", std::string("?"));
+            rows[i].state = text_field(st, "state", "?");
             rows[i].metrics = final_metrics(st);
           } else {
             rows[i].state = "failed";

@@ -303,10 +303,10 @@ NITRO_RUNTIME_INLINE run_view load_run(std::string const& dir) {
     jsonl_read r = read_jsonl_reporting((d / "metrics.jsonl").string());
     for (auto& p : r.problems) v.notes.push_back(std::move(p));
     for (auto& j : r.lines) {
-      const std::string type = j.value("type", std::string());
+      const std::string type = text_field(j, "type", "");
       if (type == "metadata") {
         if (v.metadata.is_null()) v.metadata = j;  // a resumed run appends another: the first describes the run
-        const std::string format = j.value("format", std::string());
+        const std::string format = text_field(j, "format", "");
         if (format != "nitro.metrics.v1")
           v.notes.push_back("metrics.jsonl says format '" + format + "'; this report reads nitro.metrics.v1 and shows what it recognises");
       } else if (type == "metrics") {
@@ -353,7 +353,7 @@ NITRO_RUNTIME_INLINE std::vector<series> run_series(run_view const& v) {
   std::map<std::pair<std::string, std::string>, std::size_t> at;
   std::map<std::string, std::size_t> split_index;
   for (auto const& j : v.lines) {
-    const std::string split = j.value("split", std::string("?"));
+    const std::string split = text_field(j, "split", "?");
     if (!j.contains("step") || !j["step"].is_number()) continue;
     const double step = j["step"].get<double>();
     for (auto const& [k, x] : j.items()) {
@@ -389,7 +389,7 @@ NITRO_RUNTIME_INLINE std::vector<square_tensor> run_square_tensors(run_view cons
       const std::int64_t n = sh[0].get<std::int64_t>();
       if (n <= 0 || n > 1000 || static_cast<std::int64_t>(d.size()) != n * n) continue;
       square_tensor t;
-      t.split = j.value("split", std::string("?"));
+      t.split = text_field(j, "split", "?");
       t.metric = k;
       t.step = j.contains("step") && j["step"].is_number_integer() ? j["step"].get<std::int64_t>() : 0;
       t.n = n;
@@ -411,7 +411,7 @@ NITRO_RUNTIME_INLINE series throughput(run_view const& v) {
   if (v.batch_size <= 0) return s;
   double prev_step = -1, prev_time = 0;
   for (auto const& j : v.lines) {
-    if (j.value("split", std::string()) != "train" || !j.contains("wall_time") || !j["wall_time"].is_number() || !j.contains("step")) continue;
+    if (text_field(j, "split", "") != "train" || !j.contains("wall_time") || !j["wall_time"].is_number() || !j.contains("step")) continue;
     const double step = j["step"].get<double>(), t = j["wall_time"].get<double>();
     if (prev_step >= 0 && step > prev_step && t > prev_time) s.points.emplace_back(step, (step - prev_step) * double(v.batch_size) / (t - prev_time));
     prev_step = step;

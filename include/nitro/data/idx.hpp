@@ -68,21 +68,35 @@ NITRO_RUNTIME_INLINE idx_array read_idx(std::string const& path, std::string con
     read_exact(b, 4, "the extents");
     std::int64_t d = (std::int64_t(b[0]) << 24) | (std::int64_t(b[1]) << 16) | (std::int64_t(b[2]) << 8) | std::int64_t(b[3]);
     if (d <= 0 || d > (std::int64_t(1) << 31)) throw corrupt("extent " + std::to_string(i) + " is " + std::to_string(d));
+    if (total > (std::int64_t(1) << 34) / d) throw corrupt("it declares more than 16 GiB of elements");  // before the product can overflow
     total *= d;
-    if (total > (std::int64_t(1) << 34)) throw corrupt("it declares more than 16 GiB of elements");
     out.dims.push_back(d);
   }
-  out.bytes.resize(static_cast<std::size_t>(total));
+  // the elements, held as they arrive: a damaged header that declares more than the file holds
+  // costs what the file holds, not the up to 16 GiB it declares
+  const std::size_t want = static_cast<std::size_t>(total);
   std::size_t done = 0;
-  while (done < out.bytes.size()) {
-    unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(out.bytes.size() - done, 1u << 30));
-    read_exact(out.bytes.data() + done, chunk, "the elements");
-    done += chunk;
+  while (done < want) {
+    const std::size_t chunk = std::min<std::size_t>(want - done, std::size_t(1) << 24);
+    out.bytes.resize(done + chunk);
+    const int got = gzread(f, out.bytes.data() + done, static_cast<unsigned>(chunk));
+    if (got < 0) {
+      int code = 0;
+      char const* msg = gzerror(f, &code);
+      throw corrupt(std::string("gzip stream error while reading the elements (") + (msg ? msg : "?") + ")");
+    }
+    done += static_cast<std::size_t>(got);
+    if (static_cast<std::size_t>(got) != chunk)
+      throw corrupt("it ends early while reading the elements (" + std::to_string(done) + " of " + std::to_string(want) + " bytes)");
   }
   std::uint8_t extra;
   int more = gzread(f, &extra, 1);
   if (more < 0) throw corrupt("gzip stream error after the elements");
   if (more > 0) throw corrupt("it has bytes after the " + std::to_string(total) + " elements its header declares");
+  // zlib ends a gzip stream cut short (no checksum and length at its end) as a plain end of file
+  int code = Z_OK;
+  (void)gzerror(f, &code);
+  if (code == Z_BUF_ERROR) throw corrupt("its gzip stream is cut short (it lacks the checksum at its end)");
   return out;
 }
 

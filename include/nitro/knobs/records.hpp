@@ -172,6 +172,11 @@ class run_record {
 
 // ---- reading records back ----------------------------------------------------------------------
 NITRO_RUNTIME_INLINE ordered_json read_json(std::string const& path);
+// A record's text field, or `fallback` when the record is not an object or the field is not text: a
+// record edited by hand must not end a command with the JSON library's exception.
+inline std::string text_field(ordered_json const& j, char const* key, std::string const& fallback) {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : fallback;
+}
 
 // Every line of a metrics.jsonl that parses (a torn last line of a crashed run is skipped).
 NITRO_RUNTIME_INLINE std::vector<ordered_json> read_jsonl(std::string const& path);
@@ -290,7 +295,7 @@ NITRO_RUNTIME_INLINE std::vector<run_entry> list_runs(std::string const& run_dir
     run_entry e;
     e.dir = d.path().string();
     e.slug = d.path().filename().string();
-    e.started = m.contains("times") && m["times"].contains("started") ? m["times"]["started"].get<std::string>() : "";
+    e.started = m.contains("times") ? text_field(m["times"], "started", "") : "";
     e.manifest = std::move(m);
     runs.push_back(std::move(e));
   }
