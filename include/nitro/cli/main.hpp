@@ -85,7 +85,7 @@ class app {
   }
 
   static int exit_code_of(std::string const& code) {
-    if (code.rfind("E-REC-", 0) == 0 || code.rfind("E-CKPT-", 0) == 0 || code == "E-CLI-004") return exit_records;
+    if (is_record_error(code)) return exit_records;
     if (code.rfind("E-KNOB-", 0) == 0 || code.rfind("E-CLI-", 0) == 0) return exit_usage;
     if (code.rfind("E-DATA-", 0) == 0) return exit_usage;
     return exit_failed;
@@ -158,6 +158,10 @@ class app {
         weights_ref from = run_weights(default_run_dir(a), *a.resume);
         // refused before anything is made: a run that another process still writes would fork (E-REC-009)
         if (from.which() != weights_ref::kind::path) require_not_being_written(from.run().directory, "resume from");
+        // ... and so is a run with no checkpoint to continue from (one killed, or whose disk filled,
+        // before its first), or none that is whole (E-CKPT-023, E-CKPT-035, a damaged file it picks)
+        std::vector<std::string> damaged;
+        (void)load_for_resume(resolve(from, resolve_context{.runs_dir = default_run_dir(a)}), resume_ref::of(from), damaged);
         ro.resume = resume_ref::of(from);
         if (!a.has_selection) req = recorded_selection(from);
       }

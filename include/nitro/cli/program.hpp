@@ -419,6 +419,15 @@ struct program {
     }
   }
 
+  // The state status.json holds now (after a write that failed, the last one that did not).
+  static std::string status_on_disk(run_record const& rec) {
+    try {
+      return read_json(rec.path("status.json")).value("state", std::string("?"));
+    } catch (std::exception const&) {
+      return "nothing readable";
+    }
+  }
+
   static run_result run(context& ctx, catalog const& c, selection const& s, run_options const& o) {
     const E e = experiment(c, s);
     handle_extras x = run_extras(e, s);
@@ -485,10 +494,21 @@ struct program {
     const auto rows = keyword_rows(h->keywords().records(), c, s);
     ident.run_keywords = keywords_json(rows);
     if (lead) {
-      rec.write_manifest(manifest_json(c, s, ident));
-      rec.write_text("binding_report.txt", show_text(h->description()) + "\n" + binding_report(c, s, rows));
+      try {
+        rec.write_manifest(manifest_json(c, s, ident));
+        rec.write_text("binding_report.txt", show_text(h->description()) + "\n" + binding_report(c, s, rows));
+      } catch (std::exception const& err) {
+        try {
+          status->fail(err.what());  // the status file says why, where the disk still lets it
+        } catch (std::exception const&) {
+        }
+        throw;
+      }
     }
 
+    if (lead)  // a damaged latest checkpoint costs a checkpoint interval: say so even with --quiet
+      for (auto const& skipped : h->resume_skipped())
+        ctx.err << "W-CKPT-002: passed over a damaged checkpoint, " << skipped << "; resuming at step " << h->step() << "\n";
     const std::int64_t per_epoch = h->data().split("train").size() / h->batch_size().value / h->accum().value;
     const std::int64_t horizon = h->horizon();
     const std::int64_t epochs = per_epoch > 0 ? (horizon + per_epoch - 1) / per_epoch : 0;
@@ -516,18 +536,34 @@ struct program {
       res.exit_code = res.state == "finished" ? exit_ok : exit_failed;
       return res;
     }
+    // A record that cannot be written (a full disk, an I/O error) fails the run with exit 3, even
+    // when it is the last write of a run that trained to its end: the record is not whole.
+    std::string record_failure;
     try {
       detail::stop_signals signals;
       h->train(topt);
     } catch (std::exception const& err) {
-      if (!status->ended()) status->fail(err.what());
+      auto const* e = dynamic_cast<error const*>(&err);
+      if (e && is_record_error(e->code())) record_failure = err.what();
+      if (status->record().state != "failed") {
+        try {
+          status->fail(err.what());
+        } catch (std::exception const& st) {
+          record_failure = std::string(err.what()) + "\nstatus.json still says '" + status_on_disk(rec) + "': " + st.what();
+        }
+      }
     }
     if (!status->ended()) status->fail("the run ended without its trainer saying how");
     status_record const& end = status->record();
 
     res.state = end.state;
     res.metrics = end.last;
-    res.exit_code = end.state == "finished" ? exit_ok : exit_failed;
+    res.exit_code = !record_failure.empty() ? exit_records : end.state == "finished" ? exit_ok : exit_failed;
+    if (!record_failure.empty()) {
+      ctx.out << end.state << ": " << rec.dir() << "\n";
+      ctx.err << record_failure << "\n";
+      return res;
+    }
     if (!o.quiet || end.state != "finished") {
       std::string line = end.state + ": " + rec.dir();
       for (auto const& [k, v] : end.last)

@@ -20,6 +20,7 @@
 
 #include "nitro/nn/metrics.hpp"
 
+#include <exception>    // the first failure of on_end, thrown after the others
 #include <cstdint>      // int64_t
 #include <filesystem>   // run directory
 #include <memory>       // shared_ptr
@@ -145,7 +146,19 @@ class logger_set {
   void on_eval(std::int64_t step, int epoch, std::string_view split, metric_values const& m) {
     for (auto& l : m_loggers) l->on_eval(step, epoch, split, m);
   }
-  void on_end(run_status status, std::string_view reason) { for (auto& l : m_loggers) l->on_end(status, reason); }
+  // Every logger hears the end, even when one of them cannot write (a full disk): the status file
+  // may still say what happened. The first failure is thrown after the others have run.
+  void on_end(run_status status, std::string_view reason) {
+    std::exception_ptr first;
+    for (auto& l : m_loggers) {
+      try {
+        l->on_end(status, reason);
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    if (first) std::rethrow_exception(first);
+  }
 
  private:
   std::vector<std::shared_ptr<run_logger>> m_loggers;

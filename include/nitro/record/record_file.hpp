@@ -21,6 +21,7 @@
 #include <string>       // paths, contents
 
 #include <fcntl.h>      // open
+#include <sys/stat.h>   // fstat
 #include <unistd.h>     // write, fsync, close, getpid
 
 namespace nitro {
@@ -35,7 +36,7 @@ NITRO_RUNTIME_INLINE void record_write_all(int fd, char const* p, std::size_t n,
 NITRO_RUNTIME_INLINE void write_record_atomic(std::string const& path, std::string const& content);
 
 // Appends one line (a newline is added) with a single write, so concurrent readers never see a
-// line cut in two by a crash between two writes.
+// line cut in two by a crash between two writes; a write that fails part-way is cut back off.
 NITRO_RUNTIME_INLINE void append_record_line(std::string const& path, std::string const& line, bool sync = false);
 
 // The whole file, or E-REC-002 when it cannot be read.
@@ -54,11 +55,16 @@ NITRO_RUNTIME_INLINE void record_io_error(std::string const& what, std::string c
 }
 
 NITRO_RUNTIME_INLINE void record_write_all(int fd, char const* p, std::size_t n, std::string const& path) {
+  struct stat st {};
+  const off_t before = ::fstat(fd, &st) == 0 ? st.st_size : -1;
   while (n > 0) {
     ssize_t w = ::write(fd, p, n);
     if (w < 0) {
-      if (errno == EINTR) continue;
+      const int e = errno;
+      if (e == EINTR) continue;
+      if (before >= 0) (void)::ftruncate(fd, before);  // a line is whole or absent, never cut
       ::close(fd);
+      errno = e;
       record_io_error("write", path);
     }
     p += w;
@@ -77,7 +83,12 @@ NITRO_RUNTIME_INLINE void append_record_line(std::string const& path, std::strin
   if (fd < 0) detail::record_io_error("open", path);
   std::string l = line + "\n";
   detail::record_write_all(fd, l.data(), l.size(), path);
-  if (sync && ::fsync(fd) != 0) { ::close(fd); detail::record_io_error("fsync", path); }
+  if (sync && ::fsync(fd) != 0) {
+    const int e = errno;
+    ::close(fd);
+    errno = e;
+    detail::record_io_error("fsync", path);
+  }
   ::close(fd);
 }
 

@@ -7,7 +7,8 @@
 // resolve(ref, context) turns a reference (record/weights_ref.hpp) into the files it names, reading
 // the runs directory (DESIGN.md §4: <run_dir>/<slug>/checkpoints/index.json); every failure is a coded
 // error (no such run, no checkpoints yet, n larger than what is kept, ...). resolved_weights::load()
-// reads the one file, or averages several, into a validated safetensors_file.
+// reads the one file, or averages several, into a validated safetensors_file; load_for_resume(found, ref,
+// skipped) reads a resume's, passing over a damaged latest checkpoint to the newest whole one.
 #pragma once
 
 #include "nitro/core/runtime.hpp"
@@ -58,6 +59,32 @@ struct resolved_weights {
     return average_checkpoints(files);
   }
 };
+
+// The file a resume reads. A resume of a run's latest checkpoint (Last(1): `--resume RUN`) whose
+// file is damaged (a bad sector, a file clobbered outside nitro) continues from the newest whole one
+// before it, and says which it passed over in `skipped`: a damaged file costs one checkpoint
+// interval, not the run. Any other pick names one checkpoint, and a damaged one is refused.
+inline safetensors_file load_for_resume(resolved_weights const& found, resume_ref const& ref, std::vector<std::string>& skipped) {
+  weights_ref const& r = ref.ref();
+  const bool latest = r.which() == weights_ref::kind::checkpoint && !r.pick().best && r.pick().n == 1 && found.checkpoints.size() == 1 &&
+                      !found.checkpoints[0].run.empty();
+  if (!latest) return found.load();
+  const std::filesystem::path dir = found.checkpoints[0].run / "checkpoints";
+  const checkpoint_index idx = checkpoint_index::load(dir);
+  std::string why;
+  for (auto it = idx.entries.rbegin(); it != idx.entries.rend(); ++it) {
+    try {
+      safetensors_file file = safetensors_file::read(dir / it->file);
+      (void)read_checkpoint_info(file);  // a file that is whole but not a nitro checkpoint is passed over too
+      return file;
+    } catch (error const& e) {
+      skipped.push_back(it->file + ": " + e.code() + " " + e.sentence());
+      why += "\n  " + skipped.back();
+    }
+  }
+  throw error("E-CKPT-035", "no checkpoint of run '" + found.checkpoints[0].run.string() + "' can be read, so none can be resumed:" + why,
+              "restore the files from a backup, or start the run again (weights = one of its files that an older backup keeps)");
+}
 
 namespace detail {
 

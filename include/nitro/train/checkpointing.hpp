@@ -112,7 +112,7 @@ void resume_from(S& s, resume_ref const& ref) {
   const resolved_weights found = resolve(ref, s.checkpoint_context(false));
   for (auto const& c : found.checkpoints)  // a run another process still writes would fork under it
     if (!c.run.empty()) require_not_being_written(c.run, "resume from");  // E-REC-009
-  safetensors_file file = found.load();
+  safetensors_file file = load_for_resume(found, ref, s.m_resume_skipped);
   const checkpoint_info info = read_checkpoint_info(file);  // E-CKPT-015: not a nitro checkpoint
   const resume_point at = resume_point_of(info, s.m_kw.seed.value, s.m_kw.batch_size.value, file.source());  // E-CKPT-030
   load_store(file, "params.", s.m_params);

@@ -335,6 +335,7 @@ struct handle_state {
   std::string m_metadata_json = "{}";  // the record's metadata (the selection), from run_ref
   std::optional<checkpointer> m_ckpt;
   run_lock m_run_lock;                 // held while this handle writes m_run_dir (rank 0): one writer a run
+  std::vector<std::string> m_resume_skipped;  // damaged checkpoints a resume of `latest` passed over ("file: why")
   std::int64_t m_epoch_batch = 0;   // loader batches of m_epoch already trained (the mid-epoch position)
   std::int64_t m_used_batches = 0;  // batches per epoch train() uses (rounded down to accum)
   std::vector<float> m_loaded_ema;  // an EMA read by weights/resume, handed to the run when it begins

@@ -131,6 +131,9 @@ class Nitro : detail::handle_state<E, Kw...> {
   state_store_type& state_buffer() noexcept { return s().m_state; }
   backend_type const& backend() const noexcept { return s().m_backend; }
   std::int64_t step() const noexcept { return s().step(); }  // optimizer steps (restored with the optimizer's state)
+  // The damaged checkpoints a resume of a run's latest passed over to reach a whole one, newest first
+  // ("file: code what is wrong"); empty when the latest was whole.
+  std::vector<std::string> const& resume_skipped() const noexcept { return s().m_resume_skipped; }
   int epoch() const noexcept { return s().m_epoch; }
   resolved<std::uint64_t> const& seed() const noexcept { return s().m_kw.seed; }
   resolved<int> const& max_epochs() const noexcept { return s().m_kw.max_epochs; }
@@ -228,15 +231,32 @@ class Nitro : detail::handle_state<E, Kw...> {
     if (run.ended()) return {};  // a handle trains once: build another to train again
     try {
       return detail::handle_loop::train(s(), opt, [this] { return show_text(description()); });
-    } catch (nitro::error const& x) {
-      if (run.begun()) run.end(run_status::failed, x.what());
-      throw;
     } catch (std::exception const& x) {
-      if (run.begun()) run.end(run_status::failed, x.what());
-      throw;
+      end_failed(run, x);
     }
   }
 
+ private:
+  // The run ends as failed with the error's text, and the error goes on. When the record cannot
+  // say so either (the full disk that failed a checkpoint fails the status file too), the first
+  // error stays the one thrown, with its code and fix, and says that the record is behind.
+  [[noreturn]] static void end_failed(run_control& run, std::exception const& x) {
+    if (run.begun() && !run.ended()) {
+      try {
+        run.end(run_status::failed, x.what());
+      } catch (std::exception const& y) {
+        auto const* e = dynamic_cast<nitro::error const*>(&x);
+        auto const* ye = dynamic_cast<nitro::error const*>(&y);
+        throw nitro::error(e ? e->code() : "E-REC-001",
+                           (e ? e->sentence() : std::string(x.what())) + "; the run's record could not say so either (" +
+                               (ye ? ye->code() + ": " + ye->sentence() : std::string(y.what())) + ")",
+                           e ? e->fix() : std::string("free space in the run directory (or check the disk), then resume the run"));
+      }
+    }
+    throw;
+  }
+
+ public:
   // One micro-batch: forward, loss and backward, the gradient accumulating into the flat buffer;
   // every accum-th call ends with the optimizer step. With SAM, two passes (the gradient at w, then
   // at w + e). Returns the batch's loss (at w).

@@ -9,14 +9,18 @@
 #include <charconv>     // to_chars: shortest round-trip doubles
 #include <cmath>        // isnan, isinf
 #include <cstdint>      // int64_t
-#include <cstdio>       // FILE
+#include <cstdio>       // snprintf
 #include <filesystem>   // paths
 #include <initializer_list>  // reserved names
 #include <string>       // buffers
 #include <string_view>  // records
 #include <system_error> // errc
 
-#include <unistd.h>     // fsync, getpid
+#include <cerrno>       // errno
+#include <cstring>      // strerror
+#include <fcntl.h>      // open
+#include <sys/stat.h>   // fstat
+#include <unistd.h>     // write, ftruncate, close
 
 namespace nitro::detail {
 
@@ -90,18 +94,27 @@ inline void replace_file_atomically(std::filesystem::path const& file, std::stri
   atomic_write(file, content, what);
 }
 
-// A file that grows one whole record at a time: each record is handed to the kernel in one write
-// and flushed, so a crash of the process leaves every earlier record intact and at worst a
-// truncated last one (the readers skip it). Not fsync'd per record: a power loss may lose the
-// records of the last few seconds, never corrupt earlier ones.
+// A file that grows one whole record at a time: each record is handed to the kernel with write(2)
+// (no stdio buffer), so a crash of the process leaves every earlier record intact and at worst a
+// truncated last one (the readers skip it). A write that fails part-way (a full disk, an I/O
+// error) is taken back: the file is cut to the size it had before the record, so the record is
+// whole or absent. Not fsync'd per record: a power loss may lose the records of the last few
+// seconds, never corrupt earlier ones.
 class append_file {
  public:
   append_file() = default;
   append_file(append_file const&) = delete;
   append_file& operator=(append_file const&) = delete;
-  append_file(append_file&& o) noexcept : m_file(o.m_file), m_path(std::move(o.m_path)) { o.m_file = nullptr; }
+  append_file(append_file&& o) noexcept : m_fd(o.m_fd), m_size(o.m_size), m_path(std::move(o.m_path)), m_what(o.m_what) { o.m_fd = -1; }
   append_file& operator=(append_file&& o) noexcept {
-    if (this != &o) { close(); m_file = o.m_file; m_path = std::move(o.m_path); o.m_file = nullptr; }
+    if (this != &o) {
+      close();
+      m_fd = o.m_fd;
+      m_size = o.m_size;
+      m_path = std::move(o.m_path);
+      m_what = o.m_what;
+      o.m_fd = -1;
+    }
     return *this;
   }
   ~append_file() { close(); }
@@ -112,28 +125,46 @@ class append_file {
     ensure_parent_directory(path, what);
     m_path = path;
     m_what = what;
-    m_file = std::fopen(path.string().c_str(), "ab");
-    if (!m_file) throw error("E-LOG-001", std::string("cannot open the ") + what + " '" + path.string() + "' for appending", "choose a writable run directory or logger path");
-    std::setvbuf(m_file, nullptr, _IONBF, 0);  // each record goes to the kernel as it is written: no stdio buffer to allocate later
-    std::error_code ec;
-    auto size = std::filesystem::file_size(path, ec);
-    return ec ? 0 : static_cast<std::int64_t>(size);
+    m_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (m_fd < 0)
+      throw error("E-LOG-001", std::string("cannot open the ") + what + " '" + path.string() + "' for appending (" + std::strerror(errno) + ")",
+                  "choose a writable run directory or logger path");
+    struct stat st {};
+    m_size = ::fstat(m_fd, &st) == 0 ? static_cast<std::int64_t>(st.st_size) : 0;
+    return m_size;
   }
-  bool is_open() const noexcept { return m_file != nullptr; }
+  bool is_open() const noexcept { return m_fd >= 0; }
   std::filesystem::path const& path() const noexcept { return m_path; }
 
   void write(std::string_view record) {
-    if (!m_file) return;
-    if (std::fwrite(record.data(), 1, record.size(), m_file) != record.size() || std::fflush(m_file) != 0)
-      throw error("E-LOG-002", std::string("writing the ") + m_what + " '" + m_path.string() + "' failed (disk full?)", "free space in the run directory");
+    if (m_fd < 0) return;
+    char const* p = record.data();
+    std::size_t n = record.size();
+    while (n > 0) {
+      const ssize_t w = ::write(m_fd, p, n);
+      if (w < 0) {
+        const int e = errno;
+        if (e == EINTR) continue;
+        // take the part already written back, so the file never holds a torn record
+        const bool cut = ::ftruncate(m_fd, static_cast<off_t>(m_size)) == 0;
+        throw error("E-LOG-002",
+                    std::string("writing the ") + m_what + " '" + m_path.string() + "' failed (" + std::strerror(e) + ")" +
+                        (cut ? "; the record was not written" : "; its last record may be cut short"),
+                    "free space in the run directory (or check the disk), then resume the run: run --resume RUN");
+      }
+      p += w;
+      n -= static_cast<std::size_t>(w);
+    }
+    m_size += static_cast<std::int64_t>(record.size());
   }
   void close() noexcept {
-    if (m_file) std::fclose(m_file);
-    m_file = nullptr;
+    if (m_fd >= 0) ::close(m_fd);
+    m_fd = -1;
   }
 
  private:
-  std::FILE* m_file = nullptr;
+  int m_fd = -1;
+  std::int64_t m_size = 0;  // the size after the last whole record
   std::filesystem::path m_path;
   char const* m_what = "log";
 };
