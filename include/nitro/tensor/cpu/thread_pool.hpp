@@ -71,14 +71,14 @@ class thread_pool {
       if (spins < 4096) detail::cpu_relax();
       else std::this_thread::yield();
     }
-    // A worker still leaving the previous region may call fetch_add on m_next: park it out of
-    // range while the task is written, then open it.
-    m_next.store(1 << 30);
+    // The task first, then the work word that opens it (count n, next index 0). A worker still
+    // leaving the previous region takes an index of the old word (at or past the old count) and
+    // leaves, whatever it reads afterwards: the index and the count it is checked against come
+    // from one read-modify-write, so a stale index is never checked against the new count.
     m_task_f.store(static_cast<void*>(&f));
     m_task_call.store([](void* p, int i) { (*static_cast<std::remove_reference_t<F>*>(p))(i); });
-    m_count.store(n);
     m_done.store(0);
-    m_next.store(0);
+    m_work.store(static_cast<std::uint64_t>(static_cast<std::uint32_t>(n)) << 32);
     wake();
     run_tasks();
     for (int spins = 0; m_done.load(std::memory_order_acquire) < n; ++spins) {
@@ -109,7 +109,10 @@ class thread_pool {
   std::mutex m_sleep_mutex;
   std::condition_variable m_sleep_cv;
   std::atomic<bool> m_busy{false}, m_stop{false};
-  std::atomic<int> m_next{1 << 30}, m_done{0}, m_count{0};
+  // The region's work: its task count in the high 32 bits, the next index in the low 32 (a
+  // region's indices plus one extra take per thread never reach 2^32).
+  std::atomic<std::uint64_t> m_work{0};
+  std::atomic<int> m_done{0};
   std::atomic<void*> m_task_f{nullptr};
   std::atomic<void (*)(void*, int)> m_task_call{nullptr};
 };
@@ -151,8 +154,11 @@ NITRO_RUNTIME_INLINE int thread_pool::default_size() {
 
 NITRO_RUNTIME_INLINE void thread_pool::run_tasks() {
   t_inside = true;
-  for (int i; (i = m_next.fetch_add(1)) < m_count.load();) {
-    m_task_call.load()(m_task_f.load(), i);
+  while (true) {
+    const std::uint64_t w = m_work.fetch_add(1);
+    const auto i = static_cast<std::uint32_t>(w), count = static_cast<std::uint32_t>(w >> 32);
+    if (i >= count) break;
+    m_task_call.load()(m_task_f.load(), static_cast<int>(i));
     m_done.fetch_add(1, std::memory_order_release);
   }
   t_inside = false;
