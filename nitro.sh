@@ -2,7 +2,8 @@
 # The two commands of the README.
 #   ./nitro.sh train   install what is missing, build, train fashion_mlp on Fashion-MNIST (fashion_mlp run [ARGS])
 #   ./nitro.sh test    install what is missing, build everything with g++ and run every test; then clang++ with
-#                      ASan+UBSan: the byte-parsing and memory-indexing rooms' tests and the libFuzzer runs
+#                      ASan+UBSan: the byte-parsing and memory-indexing rooms' tests and the libFuzzer runs;
+#                      then clang++ with TSan: the tests of the thread pool, the loader and the overlap
 set -euo pipefail
 cd "$(dirname "$0")"
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -44,6 +45,16 @@ case "${1:-}" in
       fuzz_safetensors fuzz_replay_safetensors fuzz_cli fuzz_inputs fuzz_replay_inputs
     (cd build-clang && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j "$jobs" \
       -R '^(unit\.test_(core|bind|io|checkpoint|cpu_backend)|fuzz\..*)$')
+    # ThreadSanitizer over the rooms with threads of their own: the CPU backend's thread pool (and
+    # the GEMM and convolution regions it runs), the background loader, the handle's training on both,
+    # and the all-reduce overlap. setarch -R: TSan's fixed memory layout on kernels with more mmap
+    # randomisation than clang 14 knows.
+    echo "== clang++ TSan: thread pool, loader, backend regions, overlap"
+    configure build-tsan -DCMAKE_CXX_COMPILER=clang++ -DNITRO_SANITIZE_THREAD=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNITRO_BUILD_BENCH=OFF \
+      -DNITRO_BUILD_EXAMPLES=OFF -DNITRO_CUDA=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DNITRO_TEST_COMPILE_FAIL=OFF
+    cmake --build build-tsan -j "$jobs" --target test_cpu_backend test_io test_backend test_overlap test_train
+    (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" setarch "$(uname -m)" -R \
+      ctest --output-on-failure -j "$jobs" -R '^unit\.test_(cpu_backend|io|backend|overlap|train)$')
     echo "== all tests passed"
     ;;
   *)

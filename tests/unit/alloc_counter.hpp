@@ -5,16 +5,17 @@
 //   g_allocations = 0; g_counting = true;  ... steps ...  g_counting = false;  CHECK(g_allocations == 0);
 //   { counting c; ... CHECK(c.count() == 0); }
 //
-// Under AddressSanitizer (which owns malloc) NITRO_TEST_ALLOC_COUNTING is 0: the counting checks skip.
+// Under AddressSanitizer or ThreadSanitizer (each owns malloc) NITRO_TEST_ALLOC_COUNTING is 0: the
+// counting checks skip (the g++ build counts them).
 #pragma once
 
 #include <atomic>   // the counter: the loader's and the GEMM's threads allocate too
 #include <cstddef>  // size_t
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define NITRO_TEST_ALLOC_COUNTING 0
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define NITRO_TEST_ALLOC_COUNTING 0
 #endif
 #endif

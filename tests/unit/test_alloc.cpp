@@ -74,7 +74,7 @@ NITRO_EXPERIMENT(Tuned, smoothing, batch_size);
 
 TEST_CASE("training steps after the first allocate nothing") {
   if (!NITRO_TEST_ALLOC_COUNTING) {
-    MESSAGE("skipped: allocation counting is off under AddressSanitizer, which owns malloc");
+    MESSAGE("skipped: allocation counting is off under AddressSanitizer or ThreadSanitizer, which own malloc");
     return;
   }
   nitro::Nitro h(alloc_test::Mlp{});
@@ -101,7 +101,7 @@ TEST_CASE("training steps after the first allocate nothing") {
 
 TEST_CASE("training steps of a CNN (conv, pooling, batch_norm, dropout, layer_norm) after the first allocate nothing but a worker's first packing buffers") {
   if (!NITRO_TEST_ALLOC_COUNTING) {
-    MESSAGE("skipped: allocation counting is off under AddressSanitizer, which owns malloc");
+    MESSAGE("skipped: allocation counting is off under AddressSanitizer or ThreadSanitizer, which own malloc");
     return;
   }
   nitro::Nitro h(alloc_test::Cnn{});
@@ -130,7 +130,7 @@ TEST_CASE("training steps of a CNN (conv, pooling, batch_norm, dropout, layer_no
 
 TEST_CASE("optimizer steps (groups, ASAM, accumulation, clipping, schedules) after the first allocate nothing") {
   if (!NITRO_TEST_ALLOC_COUNTING) {
-    MESSAGE("skipped: allocation counting is off under AddressSanitizer, which owns malloc");
+    MESSAGE("skipped: allocation counting is off under AddressSanitizer or ThreadSanitizer, which own malloc");
     return;
   }
   nitro::Nitro h(alloc_test::Tuned{}, nitro::accum = 2, nitro::gradient_clip_norm = 1.0);
@@ -170,7 +170,7 @@ struct step_counter : nitro::run_logger {
 
 TEST_CASE("train() with loggers, EMA, diagnostics and a checkpointer: a step allocates nothing, logged steps included") {
   if (!NITRO_TEST_ALLOC_COUNTING) {
-    MESSAGE("skipped: allocation counting is off under AddressSanitizer, which owns malloc");
+    MESSAGE("skipped: allocation counting is off under AddressSanitizer or ThreadSanitizer, which own malloc");
     return;
   }
   char const* t = std::getenv("NITRO_TEST_TMP");

@@ -377,7 +377,7 @@ TEST_CASE("data parallel: with accum = 2 the first micro-batch starts nothing, t
 
 TEST_CASE("data parallel: the observer allocates nothing per step after the first") {
   if (!NITRO_TEST_ALLOC_COUNTING) {
-    MESSAGE("skipped: allocation counting is off under AddressSanitizer, which owns malloc");
+    MESSAGE("skipped: allocation counting is off under AddressSanitizer or ThreadSanitizer, which own malloc");
     return;
   }
   recording_replicas rr;
