@@ -33,6 +33,9 @@ import subprocess
 import sys
 
 STEPS, EVERY = 8, 4
+# A trainer built with AddressSanitizer (./nitro.sh test) wants its runtime first among the loaded
+# libraries; the shim is preloaded before it, which is harmless here (it only wraps libc's calls).
+ASAN = ":".join(o for o in (os.environ.get("ASAN_OPTIONS", ""), "verify_asan_link_order=0") if o)
 ARGS = ["run", "--variant", "smoke", "--steps", str(STEPS), "--eval-every", str(EVERY), "--quiet"]
 
 
@@ -117,7 +120,7 @@ def run_case(exe, shim, work, reference, k, op, path, kind):
     d = os.path.join(work, f"{kind}-{k:03d}")
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
-    env = dict(os.environ, LD_PRELOAD=shim, NITRO_FAULT_DIR=d, NITRO_FAULT_AT=str(k), NITRO_FAULT_KIND=kind)
+    env = dict(os.environ, LD_PRELOAD=shim, NITRO_FAULT_DIR=d, NITRO_FAULT_AT=str(k), NITRO_FAULT_KIND=kind, ASAN_OPTIONS=ASAN)
     p = subprocess.run([exe, *ARGS, "--run-dir", d, "--id", "f"], env=env, capture_output=True, text=True, timeout=300)
     out = p.stdout + p.stderr
     run = os.path.join(d, "fashion_mlp-smoke-f")
@@ -187,7 +190,7 @@ def main():
     base = os.path.join(work, "clean")
     os.makedirs(base)
     log = os.path.join(work, "calls.txt")
-    env = dict(os.environ, LD_PRELOAD=shim, NITRO_FAULT_DIR=base, NITRO_FAULT_AT="0", NITRO_FAULT_LOG=log)
+    env = dict(os.environ, LD_PRELOAD=shim, NITRO_FAULT_DIR=base, NITRO_FAULT_AT="0", NITRO_FAULT_LOG=log, ASAN_OPTIONS=ASAN)
     p = subprocess.run([exe, *ARGS, "--run-dir", base, "--id", "f"], env=env, capture_output=True, text=True, timeout=300)
     if p.returncode != 0:
         print("FAILED: the clean run:", p.stdout, p.stderr)
