@@ -330,7 +330,9 @@ TEST_CASE("run records the selection everywhere, and eval reproduces the recorde
   // one source of truth: every run keyword of the manifest is a row of the report's table, with its source
   {
     const auto table = report.substr(report.find("run keywords:\n"));
-    for (auto const& [name, kw] : m["run_keywords"].items()) {
+    for (auto const& item : m["run_keywords"].items()) {  // not a structured binding: clang 14 cannot capture one in doctest's lambdas
+      const std::string name = item.key();
+      auto const& kw = item.value();
       const auto at = table.find("\n  " + name + " ");
       REQUIRE_MESSAGE(at != std::string::npos, name);
       const auto line = table.substr(at + 1, table.find('\n', at + 1) - at - 1);
