@@ -8,7 +8,8 @@ One uninterrupted run (`run --variant smoke --steps 600 --eval-every 20`: a chec
 steps, the last ten kept) gives the reference: every tensor of its last checkpoint. Then CYCLES
 (default 40) cycles, seeded: start the chain's next process (a fresh run, or `run --resume` of the
 newest run of the chain that holds a checkpoint), SIGKILL it after a random 0.05 s .. 0.9x the
-uninterrupted run's time. Every fourth cycle first damages a checkpoint of the run about to be
+uninterrupted run's time (a window that doubles with each kill in a row before a checkpoint was
+saved, so that a loaded machine cannot stall the chain). Every fourth cycle first damages a checkpoint of the run about to be
 resumed (a flipped byte or a cut file; its latest one half of the time). A process that finishes
 ends its chain: its last checkpoint must equal the reference bit for bit, and the next cycle starts
 a new chain. Checked every cycle: the process either was killed or finished (never a failed run);
@@ -80,6 +81,7 @@ def main():
     kills = finished = chains_equal = damaged = damaged_latest_n = fallbacks = refused = 0
     bytes_compared = 0
     most_saved_lost = 0
+    stalls = most_stalls = 0  # kills in a row before the process saved a checkpoint
     for i in range(cycles):
         head = chain[-1] if chain else None
         damaged_latest = None
@@ -100,7 +102,10 @@ def main():
         cmd = [exe, "run", "--resume", head] if head else [exe, "run"]
         cmd += (FLAGS if not head else ["--quiet"]) + ["--run-dir", work, "--id", f"c{i:02d}"]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(rng.uniform(0.05, 0.9 * took))
+        # A kill before the process saved anything is a stall; each stall in a row doubles the window
+        # (to 32x), so that on a loaded machine (ctest -j, where a process's start alone can outlast
+        # the uninterrupted run's time) the chain still moves on and finishes.
+        time.sleep(rng.uniform(0.05, 0.9 * took * 2 ** min(stalls, 5)))
         proc.send_signal(signal.SIGKILL)
         out, err = proc.communicate(timeout=300)
         run = os.path.join(work, f"fashion_mlp-smoke-c{i:02d}")
@@ -115,6 +120,10 @@ def main():
             kills += 1
             if saved(run):
                 chain.append(run)
+                stalls = 0
+            else:
+                stalls += 1
+                most_stalls = max(most_stalls, stalls)
         elif proc.returncode == 0:
             finished += 1
             # a resume of a run killed after its last step has nothing left to train: the head's last is the state
@@ -127,11 +136,13 @@ def main():
                 check(not diff and got.keys() == reference.keys(), f"cycle {i}: the chain's last state differs in {diff[:5]}")
                 chains_equal += 1 if not diff else 0
             chain = []
+            stalls = 0
         else:
             # refused: every checkpoint of the head damaged (E-CKPT-035); a new chain starts
             refused += 1
             check("E-CKPT-035" in err and not os.path.exists(run), f"cycle {i}: exit {proc.returncode}\n{out}{err}")
             chain = []
+            stalls = 0
 
     print(f"\n{cycles} cycles ({took:.2f} s uninterrupted run of {STEPS} steps, a checkpoint every {EVERY}):")
     print(f"| cycles | killed | finished chains | equal to the uninterrupted run | bytes compared | checkpoints damaged (latest) | "
@@ -139,6 +150,7 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|")
     print(f"| {cycles} | {kills} | {finished} | {chains_equal} | {bytes_compared} ({ref_bytes} a state) | {damaged} ({damaged_latest_n}) | "
           f"{fallbacks} | {refused} | {most_saved_lost} steps |")
+    print(f"most kills in a row before a checkpoint was saved: {most_stalls}")
     check(finished >= 1, "at least one chain finished")
     check(kills >= cycles // 2, f"most cycles were killed mid-run ({kills})")
     check(most_saved_lost <= EVERY, f"saved work lost {most_saved_lost} <= {EVERY}")
