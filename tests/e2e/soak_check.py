@@ -109,6 +109,8 @@ def main():
         proc.send_signal(signal.SIGKILL)
         out, err = proc.communicate(timeout=300)
         run = os.path.join(work, f"fashion_mlp-smoke-c{i:02d}")
+        stalls = stalls + 1 if proc.returncode == -signal.SIGKILL and not saved(run) else 0
+        most_stalls = max(most_stalls, stalls)
         if damaged_latest:
             _, step, before = damaged_latest
             if before is not None and ("W-CKPT-002" in err or proc.returncode == 0):  # (the only one damaged: refused, below)
@@ -120,10 +122,6 @@ def main():
             kills += 1
             if saved(run):
                 chain.append(run)
-                stalls = 0
-            else:
-                stalls += 1
-                most_stalls = max(most_stalls, stalls)
         elif proc.returncode == 0:
             finished += 1
             # a resume of a run killed after its last step has nothing left to train: the head's last is the state
@@ -136,13 +134,11 @@ def main():
                 check(not diff and got.keys() == reference.keys(), f"cycle {i}: the chain's last state differs in {diff[:5]}")
                 chains_equal += 1 if not diff else 0
             chain = []
-            stalls = 0
         else:
             # refused: every checkpoint of the head damaged (E-CKPT-035); a new chain starts
             refused += 1
             check("E-CKPT-035" in err and not os.path.exists(run), f"cycle {i}: exit {proc.returncode}\n{out}{err}")
             chain = []
-            stalls = 0
 
     print(f"\n{cycles} cycles ({took:.2f} s uninterrupted run of {STEPS} steps, a checkpoint every {EVERY}):")
     print(f"| cycles | killed | finished chains | equal to the uninterrupted run | bytes compared | checkpoints damaged (latest) | "
