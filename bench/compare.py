@@ -193,6 +193,8 @@ def print_table(r, models):
     peak = max([nitro_sg] + list(ob.values()))
     size = sg[0]["m"] if sg else 0
     out.append("")
+    kernel = next((g.get("kernel") for g in r["gemm"] if g.get("kernel")), "?")
+    out.append(f"nitro's GEMM kernel: {kernel} (NITRO_CPU_ISA caps it; the FMA ceiling is that instruction set's)")
     out.append(f"fp32 reference ({T} threads): FMA ceiling {fma:.0f} GFLOP/s; SGEMM {size}^3: nitro {nitro_sg:.0f}, "
                f"OpenBLAS {ob.get('env', 0):.0f} (env) / {ob.get('native', 0):.0f} (native) GFLOP/s -> peak {peak:.0f} GFLOP/s")
     handoff = [g["us"] for g in r["gemm"] if g["what"] == "handoff"]

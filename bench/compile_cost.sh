@@ -3,7 +3,7 @@
 #
 #   bench/compile_cost.sh [--breakdown] [CXX]      (default: c++ — the compiler CMake would pick)
 #
-# Compiles, with the flags of a Release build of nitro's own targets (-O3 -march=native
+# Compiles, with the flags of a Release build of nitro's own targets (-O3 -march=x86-64-v3
 # -std=gnu++20), the README's trainer (its first cpp block, as ctest readme.trainer cuts it), each
 # examples/*.cpp (these header-only, again linked to nitro::runtime: -DNITRO_RUNTIME_LIB, with
 # src/runtime.cpp measured once, and again reusing <nitro/main.hpp> precompiled once, as
@@ -35,7 +35,7 @@ if [[ ! -x $time_bin ]]; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-flags=(-O3 -DNDEBUG -march=native -std=gnu++20 -I"$root/include" -I/usr/include/eigen3 -DBOOST_ALL_NO_LIB)
+flags=(-O3 -DNDEBUG -march=x86-64-v3 -std=gnu++20 -I"$root/include" -I/usr/include/eigen3 -DBOOST_ALL_NO_LIB)
 
 report_time() {  # name: one JSON line from /usr/bin/time's last line in $work/time
   local wall user sys kb

@@ -6,7 +6,7 @@
 //   handoff one parallel region in which every thread takes part (back to back, workers awake):
 //           the price of splitting a product;
 //   fma     the FMA ceiling: independent multiply-adds in registers, no memory — what no product
-//           can beat;
+//           can beat — in the instruction set the products run with (NITRO_CPU_ISA caps it);
 //   sgemm   a large square SGEMM (N x N x N, default 2048) through nitro::cpu::gemm and, when the
 //           process can load it, through OpenBLAS's cblas_sgemm (dlopen'd: nothing to build
 //           against; OPENBLAS_NUM_THREADS, OPENBLAS_CORETYPE apply as they are set);
@@ -19,7 +19,7 @@
 
 #include <dlfcn.h>  // dlopen: OpenBLAS when present
 
-#if defined(__AVX512F__)
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
@@ -56,43 +56,48 @@ double best_gflops(F&& f, double flops, double round) {
 }
 
 // The FMA ceiling: 12 independent accumulators per thread (enough to cover the FMA latency).
+// The FMA loop of each instruction set: 12 independent chains of multiply-adds in registers. Each
+// is compiled for its own set (as the GEMM kernels are), so the ceiling is measured for the set
+// the process's products run with, whatever this binary's -march.
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) void fma_avx512(long iters, float* out) {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(1.0f + float(i) * 1e-7f);
+  const __m512 m = _mm512_set1_ps(0.9999999f), c = _mm512_set1_ps(1e-7f);
+  for (long it = 0; it < iters; ++it)
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], m, c);
+  __m512 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
+  *out = _mm512_reduce_add_ps(s);
+}
+__attribute__((target("avx2,fma"))) void fma_avx2(long iters, float* out) {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(1.0f + float(i) * 1e-7f);
+  const __m256 m = _mm256_set1_ps(0.9999999f), c = _mm256_set1_ps(1e-7f);
+  for (long it = 0; it < iters; ++it)
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], m, c);
+  float v[8];
+  _mm256_storeu_ps(v, acc[0]);
+  *out = v[0];
+}
+#endif
+void fma_scalar(long iters, float* out) {
+  float acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = 1.0f + float(i) * 1e-7f;
+  for (long it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) acc[i] = acc[i] * 0.9999999f + 1e-7f;
+  *out = acc[0];
+}
+
 double fma_ceiling(int threads, double seconds) {
-#if defined(__AVX512F__)
-  constexpr int lanes = 16;
-  using V = __m512;
-  auto body = [](long iters, float* out) {
-    V acc[12];
-    for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(1.0f + float(i) * 1e-7f);
-    const V m = _mm512_set1_ps(0.9999999f), c = _mm512_set1_ps(1e-7f);
-    for (long it = 0; it < iters; ++it)
-#pragma GCC unroll 12
-      for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], m, c);
-    V s = acc[0];
-    for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
-    *out = _mm512_reduce_add_ps(s);
-  };
-#elif defined(__AVX2__) && defined(__FMA__)
-  constexpr int lanes = 8;
-  auto body = [](long iters, float* out) {
-    __m256 acc[12];
-    for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(1.0f + float(i) * 1e-7f);
-    const __m256 m = _mm256_set1_ps(0.9999999f), c = _mm256_set1_ps(1e-7f);
-    for (long it = 0; it < iters; ++it)
-#pragma GCC unroll 12
-      for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], m, c);
-    float v[8];
-    _mm256_storeu_ps(v, acc[0]);
-    *out = v[0];
-  };
-#else
-  constexpr int lanes = 1;
-  auto body = [](long iters, float* out) {
-    float acc[12];
-    for (int i = 0; i < 12; ++i) acc[i] = 1.0f + float(i) * 1e-7f;
-    for (long it = 0; it < iters; ++it)
-      for (int i = 0; i < 12; ++i) acc[i] = acc[i] * 0.9999999f + 1e-7f;
-    *out = acc[0];
-  };
+  const auto isa = nitro::cpu::gemm_isa();
+  int lanes = 1;
+  void (*body)(long, float*) = fma_scalar;
+#if defined(__x86_64__)
+  if (isa == nitro::cpu::cpu_isa::avx512) lanes = 16, body = fma_avx512;
+  else if (isa == nitro::cpu::cpu_isa::avx2) lanes = 8, body = fma_avx2;
 #endif
   const long iters = 20'000'000;
   double best = 0;
@@ -154,7 +159,8 @@ int main(int argc, char** argv) {
   cblas_sgemm_fn blas = load_openblas(blas_where);
   char const* coretype = std::getenv("OPENBLAS_CORETYPE");
 
-  std::printf("{\"what\": \"fma\", \"threads\": %d, \"gflops\": %.1f}\n", threads, fma_ceiling(threads, seconds));
+  std::printf("{\"what\": \"fma\", \"threads\": %d, \"gflops\": %.1f, \"kernel\": \"%s\"}\n", threads, fma_ceiling(threads, seconds),
+              nitro::cpu::gemm_kernel_name());
   std::fflush(stdout);
 
   if (threads > 1) {  // the hand-off: a region whose tasks wait for one another, so every thread takes part

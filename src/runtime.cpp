@@ -1,6 +1,7 @@
 // src/runtime.cpp — nitro::runtime, the optional compiled part (nitro/core/runtime.hpp): what every
 // trainer would otherwise compile for itself, compiled once with the flags of the project that
-// builds it (its -march decides which GEMM kernel runs, and gemm_kernel_name() says which).
+// builds it (every GEMM kernel is compiled whatever its -march; the CPU picks one at run time, and
+// gemm_kernel_name() says which).
 #define NITRO_RUNTIME_BUILD
 #include "nitro/cli/args.hpp"
 #include "nitro/cli/commands.hpp"

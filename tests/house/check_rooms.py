@@ -5,8 +5,10 @@ below it (docs/architecture.md draws the order; ROOMS below is that order, writt
   check_rooms.py INCLUDE_DIR...     exit 0 when every include points down or sideways within a room
 
 Also checked: <mpi.h> is included only in dist/ (the trainer holds MPI-free `replicas`), and no
-.hpp includes a .cuh (what g++ compiles never needs nvcc).  Prints every violation with its file and
-line, and the fix.
+.hpp includes a .cuh (what g++ compiles never needs nvcc); a text fragment (.inc: one text a header
+includes several times, as tensor/cpu/gemm.hpp does per instruction set) is included only from its
+own folder, and its own includes obey the rule.  Prints every violation with its file and line, and
+the fix.
 """
 import pathlib
 import re
@@ -42,7 +44,7 @@ def main(dirs):
     for d in dirs:
         root = pathlib.Path(d) / "nitro"
         for p in sorted(root.rglob("*")):
-            if p.suffix in (".hpp", ".cuh") and p.is_file():
+            if p.suffix in (".hpp", ".cuh", ".inc") and p.is_file():
                 headers[p.relative_to(root).as_posix()] = p
     bad = []
     for rel, path in headers.items():
@@ -71,6 +73,8 @@ def main(dirs):
             if target not in headers:
                 bad.append(f"{path}:{n}: includes {inc}, which is not a header of nitro. Fix: the path")
                 continue
+            if target.endswith(".inc") and pathlib.PurePosixPath(target).parent != pathlib.PurePosixPath(rel).parent:
+                bad.append(f"{path}:{n}: includes the fragment {inc} of another folder. Fix: a fragment belongs to the headers beside it")
             if path.suffix == ".hpp" and target.endswith(".cuh"):
                 bad.append(f"{path}:{n}: a .hpp includes {inc}. Fix: only nvcc's translation units (.cu/.cuh) include .cuh")
             for folder, owner in PRIVATE.items():

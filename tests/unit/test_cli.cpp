@@ -296,6 +296,7 @@ TEST_CASE("run records the selection everywhere, and eval reproduces the recorde
   CHECK(m["data"]["splits"]["train"] == 96);  // build_data saw the selected n_samples
   CHECK(m["backend"]["device"] == "cpu");     // the handle's backend, as show() names it
   CHECK(m["backend"]["name"] == "cpu (Eigen)");
+  CHECK(m["backend"]["kernels"] == std::string("gemm ") + nitro::cpu::gemm_kernel_name());  // which kernels this CPU ran
   auto st = nitro::read_json(run + "/status.json");
   CHECK(st["state"] == "finished");
   CHECK(st["step"] == 6);  // one epoch of 96 / 16

@@ -1,6 +1,7 @@
 // tensor/cpu/: the CPU backend's matrix product and its threads. Every product a layer asks for
-// must equal the textbook sum — for every transpose, ragged edges, strides that take the packing
-// paths, alpha and beta — and must not depend on how many threads computed it.
+// must equal the textbook sum — with every kernel this CPU can run (AVX-512, AVX2+FMA, Eigen's), for
+// every transpose, ragged edges, strides that take the packing paths, alpha and beta — and must not
+// depend on how many threads computed it.
 #include <nitro/tensor/cpu/gemm.hpp>
 #include <nitro/tensor/cpu/thread_pool.hpp>
 
@@ -55,7 +56,22 @@ struct product {
   void run(T alpha, T beta) {
     nitro::cpu::gemm<T>(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
   }
+  // the float product with one kernel, as gemm() calls it: C scaled first unless beta is 0 or 1
+  void run(nitro::cpu::cpu_isa isa, float alpha, float beta, nitro::cpu::thread_pool* pool) {
+    if (beta != 0.0f && beta != 1.0f)
+      for (std::int64_t j = 0; j < n; ++j)
+        for (std::int64_t i = 0; i < m; ++i) c[std::size_t(i + j * ldc)] *= beta;
+    nitro::cpu::detail::gemm_float(isa, ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, c.data(), ldc, beta != 0.0f, pool);
+  }
 };
+
+// Every instruction set this CPU has a float kernel for (generic, Eigen's, always).
+std::vector<nitro::cpu::cpu_isa> runnable_isas() {
+  std::vector<nitro::cpu::cpu_isa> r;
+  for (auto i : {nitro::cpu::cpu_isa::avx512, nitro::cpu::cpu_isa::avx2, nitro::cpu::cpu_isa::generic})
+    if (nitro::cpu::cpu_supports(i)) r.push_back(i);
+  return r;
+}
 
 // max |got - want| over C's m x n, and whether the padding rows between columns kept their values
 template <class T>
@@ -71,57 +87,108 @@ std::pair<double, bool> compare(product<T> const& p, std::vector<double> const& 
   return {err, pad_kept};
 }
 
+// With `isa` (float only), that kernel on the backend's threads; without, gemm() as layers call it.
 template <class T>
-void check_product(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, T beta, std::int64_t pad = 3) {
+void check_product(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, T beta, std::int64_t pad = 3,
+                   nitro::cpu::cpu_isa const* isa = nullptr) {
   product<T> p(ta, tb, m, n, k, pad);
   if (beta == T(0))  // C must not be read: NaN there must not reach the result
     for (std::int64_t j = 0; j < n; ++j)
       for (std::int64_t i = 0; i < m; ++i) p.c[std::size_t(i + j * p.ldc)] = std::numeric_limits<T>::quiet_NaN();
   const auto want = p.reference(double(alpha), double(beta));
   const auto before = p.c;
-  p.run(alpha, beta);
+  if constexpr (std::is_same_v<T, float>) {
+    if (isa) p.run(*isa, alpha, beta, &nitro::cpu::thread_pool::instance());
+    else p.run(alpha, beta);
+  } else {
+    p.run(alpha, beta);
+  }
   auto [err, pad_kept] = compare(p, want, before);
   const double tol = (std::is_same_v<T, float> ? 2e-6 : 1e-13) * double(k + 4);
-  INFO((ta ? "T" : "N") << (tb ? "T" : "N") << " m=" << m << " n=" << n << " k=" << k << " alpha=" << alpha << " beta=" << beta
-                        << " lda=" << p.lda << " ldb=" << p.ldb);
+  INFO(std::string(isa ? nitro::cpu::to_string(*isa) : "gemm") << " " << (ta ? "T" : "N") << (tb ? "T" : "N") << " m=" << m << " n=" << n
+                                                   << " k=" << k << " alpha=" << alpha << " beta=" << beta << " lda=" << p.lda
+                                                   << " ldb=" << p.ldb);
   CHECK(err <= tol);
   CHECK(pad_kept);
 }
 
 }  // namespace
 
-TEST_CASE("gemm: every transpose, ragged edges, alpha and beta, against the textbook sum") {
-  const std::int64_t ms[] = {1, 10, 16, 17, 33, 100};
-  const std::int64_t ns[] = {1, 7, 8, 9, 30};
+TEST_CASE("gemm: every kernel, every transpose, ragged edges, alpha and beta, against the textbook sum") {
+  // rows around both kernels' register blocks (AVX-512 32, AVX2 16) and columns around theirs (8, 6)
+  const std::int64_t ms[] = {1, 8, 10, 16, 17, 33, 100};
+  const std::int64_t ns[] = {1, 5, 6, 7, 8, 9, 30};
   const std::int64_t ks[] = {1, 5, 16, 100, 300};
-  for (int t = 0; t < 4; ++t)
-    for (auto m : ms)
-      for (auto n : ns)
-        for (auto k : ks) {
-          const float alpha = (m + n) % 3 == 0 ? 0.5f : 1.0f;
-          const float beta = k % 2 ? 0.0f : (n % 2 ? 1.0f : -0.25f);
-          check_product<float>(t & 1, t & 2, m, n, k, alpha, beta);
-        }
+  for (auto isa : runnable_isas())
+    for (int t = 0; t < 4; ++t)
+      for (auto m : ms)
+        for (auto n : ns)
+          for (auto k : ks) {
+            const float alpha = (m + n) % 3 == 0 ? 0.5f : 1.0f;
+            const float beta = k % 2 ? 0.0f : (n % 2 ? 1.0f : -0.25f);
+            check_product<float>(t & 1, t & 2, m, n, k, alpha, beta, 3, &isa);
+          }
+  // and gemm() itself, with the kernel this process chose
+  check_product<float>(true, false, 33, 9, 100, 0.5f, -0.25f);
 }
 
-TEST_CASE("gemm: the shapes of training, big enough to run on several threads") {
-  // a dense layer's forward W x, its weight gradient g x^T and its input gradient W^T g
-  check_product<float>(false, false, 256, 128, 784, 1.0f, 0.0f, 0);
-  check_product<float>(false, true, 256, 784, 128, 1.0f, 1.0f, 0);
-  check_product<float>(true, false, 784, 128, 256, 1.0f, 1.0f, 0);
-  check_product<float>(false, false, 10, 128, 256, 1.0f, 0.0f, 0);
-  // a convolution's per-sample products: col W, col^T g, g W^T
-  check_product<float>(false, false, 196, 64, 288, 1.0f, 0.0f, 0);
-  check_product<float>(true, false, 288, 64, 196, 1.0f, 1.0f, 0);
-  check_product<float>(false, true, 196, 288, 64, 1.0f, 1.0f, 0);
-  check_product<float>(true, true, 300, 200, 150, 1.0f, 0.5f, 0);
+TEST_CASE("gemm: the shapes of training, big enough to run on several threads, with every kernel") {
+  for (auto isa : runnable_isas()) {
+    auto const* i = &isa;
+    // a dense layer's forward W x, its weight gradient g x^T and its input gradient W^T g
+    check_product<float>(false, false, 256, 128, 784, 1.0f, 0.0f, 0, i);
+    check_product<float>(false, true, 256, 784, 128, 1.0f, 1.0f, 0, i);
+    check_product<float>(true, false, 784, 128, 256, 1.0f, 1.0f, 0, i);
+    check_product<float>(false, false, 10, 128, 256, 1.0f, 0.0f, 0, i);
+    // a convolution's products: col W, col^T g, g W^T
+    check_product<float>(false, false, 196, 64, 288, 1.0f, 0.0f, 0, i);
+    check_product<float>(true, false, 288, 64, 196, 1.0f, 1.0f, 0, i);
+    check_product<float>(false, true, 196, 288, 64, 1.0f, 1.0f, 0, i);
+    check_product<float>(true, true, 300, 200, 150, 1.0f, 0.5f, 0, i);
+  }
 }
 
-TEST_CASE("gemm: strides a multiple of 4 KiB (the packing paths) give the same sums") {
+TEST_CASE("gemm: strides a multiple of 4 KiB (the packing paths) give the same sums, with every kernel") {
   // leading dimensions of 1024 floats: op(A) and op(B) are packed instead of read in place
-  check_product<float>(false, false, 200, 40, 130, 1.0f, 0.0f, 1024 - 200);
-  check_product<float>(false, true, 70, 90, 50, 1.0f, 1.0f, 1024 - 70);
-  check_product<float>(true, false, 64, 24, 40, 2.0f, 1.0f, 1024 - 40);
+  for (auto isa : runnable_isas()) {
+    check_product<float>(false, false, 200, 40, 130, 1.0f, 0.0f, 1024 - 200, &isa);
+    check_product<float>(false, true, 70, 90, 50, 1.0f, 1.0f, 1024 - 70, &isa);
+    check_product<float>(true, false, 64, 24, 40, 2.0f, 1.0f, 1024 - 40, &isa);
+    check_product<float>(true, true, 45, 13, 300, 1.0f, 0.0f, 1024 - 300, &isa);
+  }
+}
+
+TEST_CASE("gemm: the kernel is the best this CPU runs, and NITRO_CPU_ISA caps it") {
+  using nitro::cpu::cpu_isa;
+  const cpu_isa best = nitro::cpu::best_cpu_isa();
+  CHECK(nitro::cpu::cpu_supports(best));
+  CHECK(nitro::cpu::cpu_supports(cpu_isa::generic));
+  if (!std::getenv("NITRO_CPU_ISA")) CHECK(nitro::cpu::gemm_isa() == best);
+  CHECK(std::string(nitro::cpu::gemm_kernel_name()) == nitro::cpu::to_string(nitro::cpu::gemm_isa()));
+  CHECK(nitro::cpu::cpu_isa_from(nullptr) == best);
+  CHECK(nitro::cpu::cpu_isa_from("") == best);
+  CHECK(nitro::cpu::cpu_isa_from("generic") == cpu_isa::generic);
+  for (auto i : {cpu_isa::avx512, cpu_isa::avx2}) {
+    INFO(nitro::cpu::to_string(i));
+    if (nitro::cpu::cpu_supports(i)) {
+      CHECK(nitro::cpu::cpu_isa_from(nitro::cpu::to_string(i)) == i);
+    } else {  // a set this CPU lacks is refused, naming the best it has
+      try {
+        nitro::cpu::cpu_isa_from(nitro::cpu::to_string(i));
+        FAIL("no error");
+      } catch (nitro::error const& e) {
+        CHECK(e.code() == "E-CPU-002");
+        CHECK(std::string(e.what()).find(std::string("its best is ") + nitro::cpu::to_string(best)) != std::string::npos);
+      }
+    }
+  }
+  try {
+    nitro::cpu::cpu_isa_from("avx1024");
+    FAIL("no error");
+  } catch (nitro::error const& e) {
+    CHECK(e.code() == "E-CPU-002");
+    CHECK(std::string(e.what()).find("NITRO_CPU_ISA='avx1024' is not an instruction set nitro has kernels for") != std::string::npos);
+  }
 }
 
 TEST_CASE("gemm: double precision (Eigen's kernel) against the textbook sum") {
@@ -142,24 +209,26 @@ TEST_CASE("gemm: empty products and alpha = 0 only scale C") {
   CHECK(c == std::vector<float>{0, 0, 0, 0});
 }
 
-#if defined(__AVX512F__)
-TEST_CASE("gemm: the result does not depend on the number of threads") {
-  CHECK(std::string(nitro::cpu::gemm_kernel_name()) == "avx512");
-  for (int t = 0; t < 4; ++t) {
-    product<float> p(t & 1, t & 2, 300, 260, 200, 1);
-    std::vector<float> serial = p.c, three = p.c, seven = p.c;
-    nitro::cpu::thread_pool pool3(3), pool7(7);
-    auto run = [&](std::vector<float>& c, nitro::cpu::thread_pool* pool) {
-      nitro::cpu::detail::gemm_avx512(p.ta, p.tb, p.m, p.n, p.k, 1.0f, p.a.data(), p.lda, p.b.data(), p.ldb, c.data(), p.ldc, true, pool);
-    };
-    run(serial, nullptr);
-    run(three, &pool3);
-    run(seven, &pool7);
-    CHECK(serial == three);  // bitwise
-    CHECK(serial == seven);
+TEST_CASE("gemm: the result does not depend on the number of threads, with nitro's own kernels") {
+  for (auto isa : runnable_isas()) {
+    if (isa == nitro::cpu::cpu_isa::generic) continue;  // Eigen's: each part is its own product
+    INFO(nitro::cpu::to_string(isa));
+    for (int t = 0; t < 4; ++t) {
+      product<float> p(t & 1, t & 2, 300, 260, 200, 1);
+      std::vector<float> serial = p.c, three = p.c, seven = p.c;
+      nitro::cpu::thread_pool pool3(3), pool7(7);
+      auto run = [&](std::vector<float>& c, nitro::cpu::thread_pool* pool) {
+        nitro::cpu::detail::gemm_float(isa, p.ta, p.tb, p.m, p.n, p.k, 1.0f, p.a.data(), p.lda, p.b.data(), p.ldb, c.data(), p.ldc, true,
+                                       pool);
+      };
+      run(serial, nullptr);
+      run(three, &pool3);
+      run(seven, &pool7);
+      CHECK(serial == three);  // bitwise
+      CHECK(serial == seven);
+    }
   }
 }
-#endif
 
 TEST_CASE("thread_pool: every index runs exactly once, on several threads") {
   nitro::cpu::thread_pool pool(3);

@@ -265,7 +265,7 @@ TEST_CASE("show(): the golden text for fashion_mlp") {
   CHECK(text ==
         "Nitro " + spelled("fashion::FashionMLP<256>", "fashion::FashionMLP<256, false>") + "\n"
         "  program     " + spelled("fashion::FashionMLP<256>", "fashion::FashionMLP<256, false>") + "  [width=256 two_groups=false]\n"
-        "  backend     cpu (Eigen)\n"
+        "  backend     cpu (Eigen), gemm " + nitro::cpu::gemm_kernel_name() + "\n"
         "  model       " + h.model().describe() + "\n"
         "  parameters  269322 in 1 flat buffer, state 0\n"
         "  fields\n"

@@ -29,7 +29,7 @@ namespace nitro::cli {
 // Exit codes of every command (docs/cli.md).
 inline constexpr int exit_ok = 0;        // done; for run/sweep/watch: the run(s) finished
 inline constexpr int exit_failed = 1;    // a run failed, diverged or was stopped; watch saw it end so
-inline constexpr int exit_usage = 2;     // a command-line or selection mistake (E-CLI-*, E-KNOB-*), or setup (E-DATA-*)
+inline constexpr int exit_usage = 2;     // a command-line or selection mistake (E-CLI-*, E-KNOB-*), or setup (E-DATA-*, E-CPU-*)
 inline constexpr int exit_records = 3;   // a record could not be written or read (E-REC-*, E-CKPT-*, E-LOG-001/002, E-CLI-004)
 
 // Errors of the run's record itself (its files could not be written or read): exit_records.

@@ -87,7 +87,7 @@ class app {
   static int exit_code_of(std::string const& code) {
     if (is_record_error(code)) return exit_records;
     if (code.rfind("E-KNOB-", 0) == 0 || code.rfind("E-CLI-", 0) == 0) return exit_usage;
-    if (code.rfind("E-DATA-", 0) == 0) return exit_usage;
+    if (code.rfind("E-DATA-", 0) == 0 || code.rfind("E-CPU-", 0) == 0) return exit_usage;  // setup: the data, the environment
     return exit_failed;
   }
 

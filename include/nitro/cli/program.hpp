@@ -338,6 +338,7 @@ struct program {
   // ---- eval -------------------------------------------------------------------------------------
   // `weights` names one file, or the mean of several checkpoints of `run`; the steps they hold are shown.
   static int eval(context& ctx, catalog const& c, selection const& s, weights_ref const& weights, std::string const& run, std::string const& split) {
+    check_backend_kernels();
     const resolved_weights w = resolve(weights, {.runs_dir = std::filesystem::path(run).parent_path()});
     handle_extras x;
     x.weights = weights;
@@ -428,6 +429,13 @@ struct program {
     }
   }
 
+  // The backend's choice of kernels for this CPU (the CPU backend reads NITRO_CPU_ISA): a setting
+  // it cannot honour is its coded error (E-CPU-002) before a run or an evaluation starts.
+  static void check_backend_kernels() {
+    using backend = typename handle_type::backend_type;
+    if constexpr (requires { backend::kernels(); }) (void)backend::kernels();
+  }
+
   static run_result run(context& ctx, catalog const& c, selection const& s, run_options const& o) {
     const E e = experiment(c, s);
     handle_extras x = run_extras(e, s);
@@ -449,6 +457,7 @@ struct program {
     ident.command = ctx.command_line;
 
     const std::string run_dir = o.run_dir ? *o.run_dir : run_dir_of(keyword_rows(e, c, s, x));
+    check_backend_kernels();  // before the run's folder is made
     run_record rec = lead ? create_record(c, s, o, dp != nullptr, run_dir, ident) : run_record((std::filesystem::path(run_dir) / ident.slug).string());
     run_lock lock = lead ? run_lock(rec.dir()) : run_lock();  // the handle shares it; a resume of this run waits for its end
     res.dir = rec.dir();
@@ -491,6 +500,7 @@ struct program {
     ident.data["splits"] = splits;
     if (!h->data().classes.empty()) ident.data["classes"] = h->data().classes;  // the report's heatmap labels
     ident.backend = {{"device", to_string(h->backend().device)}, {"name", h->backend().name()}};
+    if constexpr (requires { h->backend().kernels(); }) ident.backend["kernels"] = h->backend().kernels();
     const auto rows = keyword_rows(h->keywords().records(), c, s);
     ident.run_keywords = keywords_json(rows);
     if (lead) {

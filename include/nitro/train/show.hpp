@@ -11,7 +11,7 @@
 //
 //   Nitro FashionMLP<256>
 //     program     FashionMLP<256>  [width=256]
-//     backend     cpu (Eigen)
+//     backend     cpu (Eigen), gemm avx512
 //     model       chain(dense<784, 256, relu>, dense<256, 10>)
 //     parameters  203530 in 1 flat buffer, state 0
 //     fields
@@ -174,6 +174,7 @@ handle_description describe_handle(Handle const& h, Keywords const& kw) {
   d.experiment = program_key<E>();
   d.graph_consts = graph_const_values<E>();
   d.backend = h.backend().name();
+  if constexpr (requires { h.backend().kernels(); }) d.backend += ", " + h.backend().kernels();
   d.model = h.model().describe();
   d.parameters = param_store<typename Handle::param_spec>::count;
   d.state = param_store<typename Handle::state_spec>::count;

@@ -2,8 +2,8 @@
 //
 // Its device memory is host memory, so to_device hands back the same view (and counts what passed
 // through the door, by field name and bytes, so tests and show() can see that a field no hook
-// declares never moved). Products are nitro's own GEMM (cpu/gemm.hpp: AVX-512 where compiled for
-// it, Eigen's otherwise), their epilogues one Eigen pass (tensor/ops/epilogue.hpp), attention in
+// declares never moved). Products are nitro's own GEMM (cpu/gemm.hpp: AVX-512 or AVX2+FMA,
+// whichever this CPU has, found at run time; Eigen's otherwise), their epilogues one Eigen pass (tensor/ops/epilogue.hpp), attention in
 // tiles (cpu/attention.hpp), parallel regions the process's thread pool (cpu/thread_pool.hpp).
 #pragma once
 
@@ -124,6 +124,9 @@ class cpu_backend {
   static constexpr device_kind device = device_kind::cpu;
   static constexpr char const* name() noexcept { return "cpu (Eigen)"; }
   std::string describe() const { return name(); }  // the `device` fact's value in the records
+  // The kernels this process picks for this CPU (show() and the manifest print them). The first
+  // call reads NITRO_CPU_ISA: E-CPU-002 when it names kernels this CPU cannot run.
+  static std::string kernels() { return std::string("gemm ") + cpu::gemm_kernel_name(); }
 
   template <class T>
   basic_tensor<T> to_device(std::string_view field, basic_tensor<T> const& host) {
