@@ -3,12 +3,12 @@
 // Column-major, BLAS conventions; every layer's product goes through here. Training products are
 // small and skinny — one extent is the batch (128), another a layer width — so a general BLAS,
 // tuned for big squares, spends much of their time packing and handing work between threads. This
-// file has its own float kernels, shaped for them, one per instruction set, and picks one at run
-// time (CPUID, once per process): AVX-512, else AVX2+FMA, else Eigen's GEBP compiled for the build's
-// own target (SSE2 on a portable x86-64 build, NEON on Arm). Every kernel is compiled whatever the
-// build's -march (each under its own target region, cpu/gemm_blocked.inc), so one binary runs on
-// every x86-64 CPU at that CPU's best; NITRO_CPU_ISA=avx2 (or generic) caps the choice, and
-// gemm_kernel_name() says which kernel runs (show() and the run's manifest print it).
+// file has its own float kernels, shaped for them, one per instruction set, and picks one when the
+// process first multiplies (CPUID): AVX-512, else AVX2+FMA, else Eigen's GEBP compiled for the
+// build's own target (NEON on Arm). Every kernel is compiled whatever the build's -march (each under
+// its own target region, cpu/gemm_blocked.inc), so a binary's products run at the best of whichever
+// x86-64 CPU runs it; NITRO_CPU_ISA=avx2 (or generic) caps the choice, and gemm_kernel_name() says
+// which kernel runs (show() and the run's manifest print it).
 //   - an mr x nr block of C lives in registers (AVX-512: 32x8 in 16 of its 32 registers; AVX2:
 //     16x6 in 12 of 16); each step of k loads two vectors of op(A) and broadcasts nr values of op(B);
 //   - op(A) is read where it lies when it is column-major (A, not A^T) and its columns are not a
