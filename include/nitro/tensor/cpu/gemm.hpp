@@ -241,7 +241,7 @@ struct isa {
 };
 
 // 8x8 transpose in registers: r[i] (row i) becomes column i.
-NITRO_DETAIL_INLINE void transpose8(__m256 (&r)[8]) {
+NITRO_DETAIL_INLINE void transpose(__m256 (&r)[8]) {
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
   const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
   const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
@@ -261,7 +261,7 @@ NITRO_DETAIL_INLINE void transpose8(__m256 (&r)[8]) {
 }
 
 // 16x16 transpose in registers: r[i] (row i) becomes column i.
-NITRO_DETAIL_INLINE void transpose16(__m512 (&r)[16]) {
+NITRO_DETAIL_INLINE void transpose(__m512 (&r)[16]) {
   __m512 t[16];
 #pragma GCC unroll 16
   for (int i = 0; i < 16; i += 2) {
@@ -291,42 +291,6 @@ NITRO_DETAIL_INLINE void transpose16(__m512 (&r)[16]) {
   }
 }
 
-// op(A)[i0 + i, p0 + p] for i < mr (<= 32), p < kc, as kc columns of 32 floats. Rows past mr are
-// left as they are: the kernel masks them.
-inline void pack_a(bool ta, float const* a, std::int64_t lda, std::int64_t i0, std::int64_t mr, std::int64_t p0, std::int64_t kc, float* out) {
-  if (!ta) {  // A: 32 contiguous rows a step
-    float const* src = a + i0 + p0 * lda;
-    if (mr == 32) {
-      for (std::int64_t p = 0; p < kc; ++p) {
-        _mm512_store_ps(out + p * 32, _mm512_loadu_ps(src + p * lda));
-        _mm512_store_ps(out + p * 32 + 16, _mm512_loadu_ps(src + p * lda + 16));
-      }
-    } else {
-      for (std::int64_t p = 0; p < kc; ++p)
-        for (std::int64_t i = 0; i < mr; ++i) out[p * 32 + i] = src[p * lda + i];
-    }
-    return;
-  }
-  // A^T: row i of op(A) is contiguous along p — 16x16 transposes
-  for (std::int64_t h = 0; h < mr; h += 16) {
-    const std::int64_t rows = std::min<std::int64_t>(16, mr - h);
-    float const* src = a + (i0 + h) * lda + p0;
-    std::int64_t p = 0;
-    if (rows == 16) {
-      for (; p + 16 <= kc; p += 16) {
-        __m512 r[16];
-#pragma GCC unroll 16
-        for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lda + p);
-        transpose16(r);
-#pragma GCC unroll 16
-        for (int q = 0; q < 16; ++q) _mm512_store_ps(out + (p + q) * 32 + h, r[q]);
-      }
-    }
-    for (; p < kc; ++p)
-      for (std::int64_t i = 0; i < rows; ++i) out[p * 32 + h + i] = src[i * lda + p];
-  }
-}
-
 // op(B)[p, j0 + j] for p < k, j < nr (<= 8), as k rows of nr floats.
 inline void pack_b(bool tb, float const* b, std::int64_t ldb, std::int64_t k, std::int64_t j0, std::int64_t nr, float* out) {
   if (tb) {  // B^T: element (p, j) at b[j + p ldb], rows already contiguous
@@ -345,7 +309,7 @@ inline void pack_b(bool tb, float const* b, std::int64_t ldb, std::int64_t k, st
       __m256 r[8];
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(col[j] + p);
-      transpose8(r);
+      transpose(r);
 #pragma GCC unroll 8
       for (int q = 0; q < 8; ++q) _mm256_storeu_ps(out + (p + q) * 8, r[q]);
     }
@@ -395,7 +359,7 @@ struct isa {
 };
 
 // 8x8 transpose in registers: r[i] (row i) becomes column i.
-NITRO_DETAIL_INLINE void transpose8(__m256 (&r)[8]) {
+NITRO_DETAIL_INLINE void transpose(__m256 (&r)[8]) {
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
   const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
   const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
@@ -412,42 +376,6 @@ NITRO_DETAIL_INLINE void transpose8(__m256 (&r)[8]) {
   r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
   r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
   r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
-}
-
-// op(A)[i0 + i, p0 + p] for i < mr (<= 16), p < kc, as kc columns of 16 floats. Rows past mr are
-// left as they are: the kernel masks them.
-inline void pack_a(bool ta, float const* a, std::int64_t lda, std::int64_t i0, std::int64_t mr, std::int64_t p0, std::int64_t kc, float* out) {
-  if (!ta) {  // A: 16 contiguous rows a step
-    float const* src = a + i0 + p0 * lda;
-    if (mr == 16) {
-      for (std::int64_t p = 0; p < kc; ++p) {
-        _mm256_storeu_ps(out + p * 16, _mm256_loadu_ps(src + p * lda));
-        _mm256_storeu_ps(out + p * 16 + 8, _mm256_loadu_ps(src + p * lda + 8));
-      }
-    } else {
-      for (std::int64_t p = 0; p < kc; ++p)
-        for (std::int64_t i = 0; i < mr; ++i) out[p * 16 + i] = src[p * lda + i];
-    }
-    return;
-  }
-  // A^T: row i of op(A) is contiguous along p — 8x8 transposes
-  for (std::int64_t h = 0; h < mr; h += 8) {
-    const std::int64_t rows = std::min<std::int64_t>(8, mr - h);
-    float const* src = a + (i0 + h) * lda + p0;
-    std::int64_t p = 0;
-    if (rows == 8) {
-      for (; p + 8 <= kc; p += 8) {
-        __m256 r[8];
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lda + p);
-        transpose8(r);
-#pragma GCC unroll 8
-        for (int q = 0; q < 8; ++q) _mm256_storeu_ps(out + (p + q) * 16 + h, r[q]);
-      }
-    }
-    for (; p < kc; ++p)
-      for (std::int64_t i = 0; i < rows; ++i) out[p * 16 + h + i] = src[i * lda + p];
-  }
 }
 
 // op(B)[p, j0 + j] for p < k, j < nr (<= 6), as k rows of nr floats.
