@@ -5,6 +5,9 @@
 // Prints JSON lines, each measured with NITRO_NUM_THREADS threads (all of them busy at once):
 //   handoff one parallel region in which every thread takes part (back to back, workers awake):
 //           the price of splitting a product;
+//   line    the time a cache line takes from one thread to another (half the round trip of an
+//           atomic flag passed back and forth): what work pays that moves between cores
+//           (bench/README.md, "Threads on cores that are far apart");
 //   fma     the FMA ceiling: independent multiply-adds in registers, no memory — what no product
 //           can beat — in the instruction set the products run with (NITRO_CPU_ISA caps it);
 //   sgemm   a large square SGEMM (N x N x N, default 2048) through nitro::cpu::gemm and, when the
@@ -16,6 +19,8 @@
 // Each number is the best of several timed runs of at least `seconds` / 10 each.
 #include <nitro/tensor/cpu/gemm.hpp>
 #include <nitro/tensor/cpu/thread_pool.hpp>
+
+#include "best_gflops.hpp"
 
 #include <dlfcn.h>  // dlopen: OpenBLAS when present
 
@@ -36,24 +41,7 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-// Best GFLOP/s of f over a few rounds, each at least `round` seconds long.
-template <class F>
-double best_gflops(F&& f, double flops, double round) {
-  f();  // warm: buffers sized, pages touched, workers awake
-  double best = 0;
-  for (int r = 0; r < 5; ++r) {
-    int reps = 0;
-    const auto t0 = clock_type::now();
-    double s = 0;
-    do {
-      f();
-      ++reps;
-      s = std::chrono::duration<double>(clock_type::now() - t0).count();
-    } while (s < round);
-    best = std::max(best, flops * reps / s / 1e9);
-  }
-  return best;
-}
+using bench::best_gflops;
 
 // The FMA ceiling: 12 independent accumulators per thread (enough to cover the FMA latency).
 // The FMA loop of each instruction set: 12 independent chains of multiply-adds in registers. Each
@@ -181,6 +169,29 @@ int main(int argc, char** argv) {
       best = std::min(best, std::chrono::duration<double>(clock_type::now() - t0).count() / 2000);
     }
     std::printf("{\"what\": \"handoff\", \"threads\": %d, \"us\": %.2f}\n", threads, best * 1e6);
+
+    // a cache line between two threads: the caller writes 2i+1, a worker answers 2i+2
+    alignas(64) std::atomic<long> flag{0};
+    constexpr long trips = 100000;
+    double trip = 1e9;
+    for (int r = 0; r < 3; ++r) {
+      flag.store(0);
+      const auto t0 = clock_type::now();
+      pool.parallel_for(2, [&](int task) {
+        if (task == 0)
+          for (long i = 0; i < trips; ++i) {
+            flag.store(2 * i + 1, std::memory_order_release);
+            while (flag.load(std::memory_order_acquire) != 2 * i + 2) nitro::cpu::detail::cpu_relax();
+          }
+        else
+          for (long i = 0; i < trips; ++i) {
+            while (flag.load(std::memory_order_acquire) != 2 * i + 1) nitro::cpu::detail::cpu_relax();
+            flag.store(2 * i + 2, std::memory_order_release);
+          }
+      });
+      trip = std::min(trip, std::chrono::duration<double>(clock_type::now() - t0).count() / trips);
+    }
+    std::printf("{\"what\": \"line\", \"threads\": %d, \"ns\": %.0f}\n", threads, trip / 2 * 1e9);
   }
   const double round = seconds / 10;
   auto measure = [&](product const& p) {

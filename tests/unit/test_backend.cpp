@@ -73,6 +73,11 @@ struct counting_ops final : nitro::device_ops {
     ++regions;
     nitro::cpu::ops::instance().parallel_for(n, task);
   }
+  using nitro::device_ops::for_each_share;
+  void for_each_share(std::int64_t count, nitro::range_task task) override {
+    ++regions;
+    nitro::cpu::ops::instance().for_each_share(count, task);
+  }
 };
 
 D filled(nitro::shape s, double v) {

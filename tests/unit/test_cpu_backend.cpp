@@ -1,7 +1,10 @@
 // tensor/cpu/: the CPU backend's matrix product and its threads. Every product a layer asks for
 // must equal the textbook sum — with every kernel this CPU can run (AVX-512, AVX2+FMA, Eigen's), for
 // every transpose, ragged edges, strides that take the packing paths, alpha and beta — and must not
-// depend on how many threads computed it.
+// depend on how many threads computed it. The epilogues around a layer's product (bias, activation,
+// and backward the activation's derivative and the bias gradient), cut into pieces on the threads,
+// must give the bits of one pass.
+#include <nitro/tensor/cpu/backend.hpp>
 #include <nitro/tensor/cpu/gemm.hpp>
 #include <nitro/tensor/cpu/thread_pool.hpp>
 
@@ -230,6 +233,57 @@ TEST_CASE("gemm: the result does not depend on the number of threads, with nitro
   }
 }
 
+TEST_CASE("epilogues: cut into pieces on the threads, one pass's values, the same bits inline on one thread, with every activation") {
+  using nitro::epilogue_act;
+  using array = Eigen::ArrayXXf;
+  // 300 x 200: 4 pieces of whole columns forward, 5 blocks of rows backward (the last 44 rows)
+  const std::int64_t m = 300, n = 200, k = 40;
+  std::mt19937 g(7);
+  std::uniform_real_distribution<float> u(-1, 1);
+  auto random = [&](std::int64_t r, std::int64_t c) {
+    array x(r, c);
+    for (auto& v : x.reshaped()) v = u(g);
+    return x;
+  };
+  const array a = random(m, k), b = random(k, n), bias = random(m, 1), gy = random(m, n);
+  auto near = [](array const& x, array const& y) { return ((x - y).abs() <= 1e-6f * (1.0f + y.abs())).all(); };
+  // the pieces run on the pool's threads from outside a region, inline on one thread from inside one
+  auto on_one_thread = [](auto&& f) {
+    nitro::cpu::thread_pool::instance().parallel_for(2, [&](int t) {
+      if (t == 0) f();
+    });
+  };
+  for (epilogue_act act : {epilogue_act::identity, epilogue_act::relu, epilogue_act::tanh, epilogue_act::sigmoid, epilogue_act::gelu}) {
+    CAPTURE(int(act));
+    array z(m, n), c(m, n), z1(m, n), c1(m, n);
+    auto forward = [&](array& zz, array& cc) {
+      nitro::cpu::detail::gemm_epilogue<float>(false, false, m, n, k, a.data(), m, b.data(), k, bias.data(), act, zz.data(), cc.data(), m);
+    };
+    forward(z, c);
+    on_one_thread([&] { forward(z1, c1); });
+    CHECK((z == z1).all());
+    CHECK((c == c1).all());
+    array want_z(m, n);
+    nitro::cpu::gemm<float>(false, false, m, n, k, 1.0f, a.data(), m, b.data(), k, 0.0f, want_z.data(), m);
+    want_z.colwise() += bias.col(0);
+    array want_c = want_z;
+    nitro::detail::with_epilogue(act, [&](auto A) { nitro::detail::epilogue_forward<A.value>(want_c); });
+    CHECK((z == want_z).all());
+    CHECK(near(c, want_c));
+
+    array grad(m, n), bias_grad = array::Constant(m, 1, 0.5f), grad1(m, n), bias_grad1 = bias_grad;
+    auto backward = [&](array& gg, array& bg) { nitro::cpu::detail::epilogue_backward<float>(act, m, n, gy.data(), c.data(), gg.data(), bg.data()); };
+    backward(grad, bias_grad);
+    on_one_thread([&] { backward(grad1, bias_grad1); });
+    CHECK((grad == grad1).all());
+    CHECK((bias_grad == bias_grad1).all());
+    array want_grad = gy;
+    nitro::detail::with_epilogue(act, [&](auto A) { nitro::detail::epilogue_backward<A.value>(want_grad, c); });
+    CHECK(near(grad, want_grad));
+    CHECK(((bias_grad - 0.5f - want_grad.rowwise().sum()).abs() <= 1e-4f).all());
+  }
+}
+
 TEST_CASE("thread_pool: every index runs exactly once, on several threads") {
   nitro::cpu::thread_pool pool(3);
   CHECK(pool.size() == 3);
@@ -274,6 +328,45 @@ TEST_CASE("thread_pool: a task's own parallel_for runs inline; regions from two 
   caller();
   other.join();
   CHECK(total.load() == 2L * 200 * 28);
+}
+
+TEST_CASE("thread_pool: for_each_share cuts a count into one contiguous share per thread, each run once, from two callers at once") {
+  nitro::cpu::thread_pool pool(3);
+  for (std::int64_t count : {1, 2, 3, 4, 7, 1000}) {
+    CAPTURE(count);
+    for (int call = 0; call < 50; ++call) {
+      std::vector<std::atomic<int>> seen(static_cast<std::size_t>(count));
+      std::atomic<int> shares{0};
+      pool.for_each_share(count, [&](std::int64_t b, std::int64_t e) {
+        CHECK(b < e);
+        shares.fetch_add(1);
+        for (std::int64_t i = b; i < e; ++i) seen[std::size_t(i)].fetch_add(1);
+      });
+      CHECK(shares.load() == std::min<std::int64_t>(count, 3));
+      for (auto const& x : seen) CHECK(x.load() == 1);
+    }
+  }
+  // inside a task it runs inline, as one share
+  pool.parallel_for(2, [&](int) {
+    int calls = 0;
+    pool.for_each_share(10, [&](std::int64_t b, std::int64_t e) {
+      ++calls;
+      CHECK((b == 0 && e == 10));
+    });
+    CHECK(calls == 1);
+  });
+  // two callers: their regions take turns, and each call's claims are its own
+  std::atomic<long> total{0};
+  auto caller = [&] {
+    for (int r = 0; r < 300; ++r)
+      pool.for_each_share(100, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) total.fetch_add(i);
+      });
+  };
+  std::thread other(caller);
+  caller();
+  other.join();
+  CHECK(total.load() == 2L * 300 * 4950);
 }
 
 TEST_CASE("thread_pool: idle workers fall asleep and wake for the next region") {

@@ -10,7 +10,8 @@
 //   update(scale)     scales the accumulated gradient (1/accum), clips it to gradient_clip_norm by
 //                     its global norm over every group, then applies each group's rule ONCE over
 //                     the group's contiguous span: u = rule(g); decayed leaves w <- w - eta*lambda*(w - anchor);
-//                     w <- w - eta*u
+//                     w <- w - eta*u  (a long span in fixed pieces on the backend's threads:
+//                     the same bits on any number of threads)
 // Each group owns one contiguous span of the parameter and gradient buffers and one flat buffer
 // per rule state; nothing is allocated after construction. state_tensors()/load_state() export
 // and import every buffer, the anchors and the step count (which is the schedules' position), as
@@ -35,9 +36,10 @@
 #include "nitro/optim/sam.hpp"
 #include "nitro/optim/schedule.hpp"
 #include "nitro/optim/schedule_map.hpp"
+#include "nitro/tensor/backend.hpp"
 #include "nitro/tensor/tensor.hpp"
 
-#include <algorithm>    // sort
+#include <algorithm>    // sort, min, max
 #include <array>        // per-group tables
 #include <cmath>        // sqrt, abs, isfinite
 #include <cstdint>      // int64_t
@@ -157,13 +159,30 @@ Tensor anchor_lookup(Source const& src, std::string_view path) {
   }
 }
 
-// Sum of squares in double, vectorised (the global norm for clipping).
+// Sum of squares in double, vectorised (the global norm for clipping): float within a chunk of
+// 4096, double across. A long span is cut into at most 64 pieces of whole chunks, summed on the
+// backend's threads (for_each_share) and then in order: the pieces, and so the sum's bits, depend
+// on n alone, never on how many threads ran them.
 inline double sum_of_squares(float const* p, std::int64_t n) {
+  constexpr std::int64_t chunk = 4096, max_pieces = 64;
+  auto sum = [p](std::int64_t begin, std::int64_t end) {
+    double total = 0;
+    for (std::int64_t i = begin; i < end; i += chunk) {
+      const std::int64_t m = end - i < chunk ? end - i : chunk;
+      total += double(arr(p + i, m).matrix().squaredNorm());
+    }
+    return total;
+  };
+  const std::int64_t chunks = (n + chunk - 1) / chunk;
+  const std::int64_t piece = std::max<std::int64_t>(16, (chunks + max_pieces - 1) / max_pieces) * chunk;
+  const std::int64_t pieces = (n + piece - 1) / piece;
+  if (pieces <= 1) return sum(0, n);
+  std::array<double, max_pieces> part{};
+  nitro::detail::active_ops().for_each_share(pieces, [&](std::int64_t k0, std::int64_t k1) {
+    for (std::int64_t k = k0; k < k1; ++k) part[std::size_t(k)] = sum(k * piece, std::min((k + 1) * piece, n));
+  });
   double total = 0;
-  for (std::int64_t i = 0; i < n; i += 4096) {
-    const std::int64_t m = n - i < 4096 ? n - i : 4096;
-    total += double(arr(p + i, m).matrix().squaredNorm());  // float within a chunk, double across
-  }
+  for (std::int64_t k = 0; k < pieces; ++k) total += part[std::size_t(k)];
   return total;
 }
 
@@ -687,24 +706,36 @@ class program {
     }
     ++m_chain_calls;
   }
+  // Every rule is elementwise, so the blocks are independent: a run longer than one piece (8 blocks)
+  // is cut into pieces, shared out over the backend's threads (for_each_share: each thread the same
+  // stretch of the buffers every step, so it stays in that core's cache). The blocks start where a
+  // single thread's would, so the result does not depend on the thread count.
+  static constexpr std::int64_t piece_size = 8 * block_size;
   template <class R, bool Decay, bool Anchor, class GS>
   static void run_blocks(GS& gs, typename R::consts const& k, float* w, float const* g, float const* a, std::int64_t begin,
                          std::int64_t end, float scale, float eta, float c) {
-    alignas(64) float u[block_size];
-    alignas(64) float scratch[block_size];
-    constexpr std::size_t S = R::states::size;
-    std::array<float*, S + 1> st{};
     const rule_math::weight_consts wk = rule_math::decay_of(eta, c);
-    for (std::int64_t i = begin; i < end; i += block_size) {
-      const std::int64_t n = end - i < block_size ? end - i : block_size;
-      for (std::size_t s = 0; s < S; ++s) st[s] = gs.states[s].get() + i;
-      auto U = detail::arr(u, n);
-      U = detail::arr(g + i, n) * scale;
-      apply_rule<R, Decay, Anchor>(k, block{u, w + i, Anchor ? a + i : nullptr, st.data(), scratch, n});
-      auto W = detail::arr(w + i, n);
-      if constexpr (Anchor) rule_math::weight_step<Decay, true>(W, U, detail::arr(a + i, n), wk);
-      else rule_math::weight_step<Decay, false>(W, U, 0.0f, wk);
-    }
+    auto run_piece = [&](std::int64_t from, std::int64_t to) {
+      alignas(64) float u[block_size];
+      alignas(64) float scratch[block_size];
+      constexpr std::size_t S = R::states::size;
+      std::array<float*, S + 1> st{};
+      for (std::int64_t i = from; i < to; i += block_size) {
+        const std::int64_t n = to - i < block_size ? to - i : block_size;
+        for (std::size_t s = 0; s < S; ++s) st[s] = gs.states[s].get() + i;
+        auto U = detail::arr(u, n);
+        U = detail::arr(g + i, n) * scale;
+        apply_rule<R, Decay, Anchor>(k, block{u, w + i, Anchor ? a + i : nullptr, st.data(), scratch, n});
+        auto W = detail::arr(w + i, n);
+        if constexpr (Anchor) rule_math::weight_step<Decay, true>(W, U, detail::arr(a + i, n), wk);
+        else rule_math::weight_step<Decay, false>(W, U, 0.0f, wk);
+      }
+    };
+    const std::int64_t pieces = (end - begin + piece_size - 1) / piece_size;
+    if (pieces <= 1) return run_piece(begin, end);
+    nitro::detail::active_ops().for_each_share(pieces, [&](std::int64_t p0, std::int64_t p1) {
+      for (std::int64_t p = p0; p < p1; ++p) run_piece(begin + p * piece_size, std::min(begin + (p + 1) * piece_size, end));
+    });
   }
 
   void describe_keys(std::string& s) const {

@@ -36,6 +36,20 @@ class index_task {
   void (*m_call)(void*, int);
 };
 
+// The same for a stretch [begin, end) of a count: what for_each_share runs.
+class range_task {
+ public:
+  template <class F>
+    requires(!std::is_same_v<std::remove_cv_t<F>, range_task>)
+  range_task(F& f) noexcept  // NOLINT: a view of f
+      : m_object(&f), m_call([](void* o, std::int64_t b, std::int64_t e) { (*static_cast<F*>(o))(b, e); }) {}
+  void operator()(std::int64_t begin, std::int64_t end) const { m_call(m_object, begin, end); }
+
+ private:
+  void* m_object;
+  void (*m_call)(void*, std::int64_t, std::int64_t);
+};
+
 class device_ops {
  public:
   virtual ~device_ops() = default;
@@ -88,6 +102,21 @@ class device_ops {
     requires(!std::is_same_v<std::remove_cvref_t<F>, index_task>)
   void parallel_for(int n, F&& f) {
     parallel_for(n, index_task(f));
+  }
+
+  // [0, count) cut into one contiguous share per worker, task(begin, end) once for each, every call
+  // cutting the same count the same way and giving each share to the same worker whenever it can:
+  // for memory-bound passes over the same buffers step after step (the optimizer's update), which
+  // then find their share in the cache of the core that touched it last. Callers cut their work
+  // into pieces that do not depend on the shares, so no result depends on them. By default one
+  // share, on the calling thread.
+  virtual void for_each_share(std::int64_t count, range_task task) {
+    if (count > 0) task(0, count);
+  }
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, range_task>)
+  void for_each_share(std::int64_t count, F&& f) {
+    for_each_share(count, range_task(f));
   }
 };
 

@@ -17,6 +17,7 @@
 
 #include <Eigen/Core>
 
+#include <algorithm>    // min, max: the epilogues' pieces
 #include <cstdint>      // int64_t
 #include <functional>   // less<>: lookups by string_view
 #include <map>          // transfer counts
@@ -33,6 +34,22 @@ struct transfer_count {
 namespace cpu {
 
 namespace detail {
+// The epilogues run in fixed pieces, shared out over the pool's threads (for_each_share: the same
+// share to the same thread each step), once a matrix has `epilogue_piece`
+// elements: whole columns forward (each column's bias and activation are its own), whole blocks
+// of 64 rows backward (the bias gradient sums a row over the columns). The pieces depend on the
+// shape alone, and each element is computed as a single pass would, so the bits do not depend on
+// the thread count.
+inline constexpr std::int64_t epilogue_piece = 16384;
+template <class F>
+void in_pieces(std::int64_t count, std::int64_t per_piece, F&& f) {
+  const std::int64_t pieces = (count + per_piece - 1) / per_piece;
+  if (pieces <= 1) return f(std::int64_t{0}, count);
+  thread_pool::instance().for_each_share(pieces, [&](std::int64_t p0, std::int64_t p1) {
+    for (std::int64_t p = p0; p < p1; ++p) f(p * per_piece, std::min(count, (p + 1) * per_piece));
+  });
+}
+
 template <class T>
 void gemm_epilogue(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T const* a, std::int64_t lda, T const* b,
                    std::int64_t ldb, T const* bias, epilogue_act act, T* z, T* c, std::int64_t ldc) {
@@ -40,19 +57,27 @@ void gemm_epilogue(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_
   using strided = Eigen::Map<matrix, 0, Eigen::OuterStride<>>;
   T* pre = z ? z : c;
   cpu::gemm<T>(ta, tb, m, n, k, T(1), a, lda, b, ldb, T(0), pre, ldc);
-  strided P(pre, m, n, Eigen::OuterStride<>(ldc));
-  if (bias) P.colwise() += Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(bias, m);
-  strided C(c, m, n, Eigen::OuterStride<>(ldc));
-  if (pre != c) C = P;
-  nitro::detail::with_epilogue(act, [&](auto A) { nitro::detail::epilogue_forward<A.value>(C.array()); });
+  if (!bias && pre == c && act == epilogue_act::identity) return;
+  in_pieces(n, std::max<std::int64_t>(1, epilogue_piece / std::max<std::int64_t>(m, 1)), [&](std::int64_t j0, std::int64_t j1) {
+    strided P(pre + j0 * ldc, m, j1 - j0, Eigen::OuterStride<>(ldc));
+    if (bias) P.colwise() += Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>(bias, m);
+    strided C(c + j0 * ldc, m, j1 - j0, Eigen::OuterStride<>(ldc));
+    if (pre != c) C = P;
+    nitro::detail::with_epilogue(act, [&](auto A) { nitro::detail::epilogue_forward<A.value>(C.array()); });
+  });
 }
 template <class T>
 void epilogue_backward(epilogue_act act, std::int64_t m, std::int64_t n, T const* gy, T const* yz, T* g, T* bias_grad) {
   using array = Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic>;
-  Eigen::Map<array> G(g, m, n);
-  if (g != gy) G = Eigen::Map<const array>(gy, m, n);
-  nitro::detail::with_epilogue(act, [&](auto A) { nitro::detail::epilogue_backward<A.value>(G, Eigen::Map<const array>(yz, m, n)); });
-  if (bias_grad) Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(bias_grad, m) += G.rowwise().sum();
+  using strided = Eigen::Map<array, 0, Eigen::OuterStride<>>;
+  using const_strided = Eigen::Map<const array, 0, Eigen::OuterStride<>>;
+  const std::int64_t rows = n > 0 && m * n >= epilogue_piece ? 64 : std::max<std::int64_t>(m, 1);
+  in_pieces(m, rows, [&](std::int64_t i0, std::int64_t i1) {
+    strided G(g + i0, i1 - i0, n, Eigen::OuterStride<>(m));
+    if (g != gy) G = const_strided(gy + i0, i1 - i0, n, Eigen::OuterStride<>(m));
+    nitro::detail::with_epilogue(act, [&](auto A) { nitro::detail::epilogue_backward<A.value>(G, const_strided(yz + i0, i1 - i0, n, Eigen::OuterStride<>(m))); });
+    if (bias_grad) Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(bias_grad + i0, i1 - i0) += G.rowwise().sum();
+  });
 }
 #if NITRO_RUNTIME_EXTERN
 // Compiled once, in nitro::runtime (src/runtime.cpp): every activation's epilogue for both types is
@@ -66,7 +91,9 @@ extern template void epilogue_backward<double>(epilogue_act, std::int64_t, std::
 #endif
 }  // namespace detail
 
-class ops final : public device_ops {
+// Not final: a wrapper may replace one entry and keep the rest (tests/unit/test_optim.cpp runs the
+// optimizer's pieces in an order of its own).
+class ops : public device_ops {
  public:
   static ops& instance() noexcept {
     static ops o;
@@ -115,6 +142,10 @@ class ops final : public device_ops {
   }
   using device_ops::parallel_for;
   void parallel_for(int n, index_task task) override { thread_pool::instance().parallel_for(n, [&](int i) { task(i); }); }
+  using device_ops::for_each_share;
+  void for_each_share(std::int64_t count, range_task task) override {
+    thread_pool::instance().for_each_share(count, [&](std::int64_t b, std::int64_t e) { task(b, e); });
+  }
 };
 
 }  // namespace cpu
