@@ -21,6 +21,9 @@ packages=(
 )
 if [[ "${1:-}" == "bench" ]]; then
   packages+=(python3-torch libopenblas0-pthread time)
+  # bench/gemm_libraries dlopens these: oneDNN, BLIS (runtime only: libblis-dev would repoint the
+  # libblas.so link), libxsmm (Debian ships only its static archives; bench/CMakeLists.txt links them into a .so)
+  packages+=(libdnnl2 libblis4 libxsmm-dev)
 fi
 
 missing=()
