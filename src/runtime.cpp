@@ -73,6 +73,22 @@ template void detail::gemm_epilogue<double>(bool, bool, std::int64_t, std::int64
                                             double const*, std::int64_t, double const*, epilogue_act, double*, double*, std::int64_t);
 template void detail::epilogue_backward<float>(epilogue_act, std::int64_t, std::int64_t, float const*, float const*, float*, float*);
 template void detail::epilogue_backward<double>(epilogue_act, std::int64_t, std::int64_t, double const*, double const*, double*, double*);
+template void detail::copy<float>(std::int64_t, std::int64_t, float const*, std::int64_t, float*, std::int64_t, bool);
+template void detail::copy<double>(std::int64_t, std::int64_t, double const*, std::int64_t, double*, std::int64_t, bool);
+template void detail::transpose<float>(std::int64_t, std::int64_t, float const*, float*, bool);
+template void detail::transpose<double>(std::int64_t, std::int64_t, double const*, double*, bool);
+#define NITRO_DETAIL_KERNELS(T)                                                                          \
+  template void map<T>(map_op, std::int64_t, T, T, T const*, T*);                                        \
+  template void map_backward<T>(map_op, std::int64_t, T, T, T const*, T const*, T const*, T*);           \
+  template void binary<T>(binop, broadcast_plan const&, T const*, T const*, T*);                         \
+  template void binary_backward<T>(binop, broadcast_plan const&, T const*, T const*, T const*, T*, T*);  \
+  template void reduce<T>(reduce_op, reduction, T const*, T*);                                           \
+  template void reduce_backward<T>(reduce_op, reduction, T const*, T const*, T const*, T*);              \
+  template void softmax<T>(bool, std::int64_t, std::int64_t, T const*, T*);                              \
+  template void softmax_backward<T>(bool, std::int64_t, std::int64_t, T const*, T const*, T*);
+NITRO_DETAIL_KERNELS(float)
+NITRO_DETAIL_KERNELS(double)
+#undef NITRO_DETAIL_KERNELS
 }  // namespace nitro::cpu
 
 // the stock instantiations the headers declare extern where the runtime is linked

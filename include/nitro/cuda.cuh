@@ -1,6 +1,10 @@
 // nitro/cuda.cuh — the CUDA backend in one include, for translation units nvcc compiles.
 //
 //   nitro::cuda_backend                 transfers, device scalars, streams, cuBLASLt / cuDNN handles
+//   nitro::cuda::stream_memory          device memory for a step arena (be.memory())
+//   nitro::cuda::map, binary            element-wise maps and broadcast arithmetic, forward and backward
+//   nitro::cuda::reduce, softmax        reductions and softmax, forward and backward
+//   nitro::cuda::copy, transpose        copies between shapes (and their accumulating backward)
 //   nitro::cuda::dense_program<Model>   a training step on the device for dense models (fused MLP
 //                                       kernels instantiated from the GraphConst widths, or cuBLASLt)
 //   nitro::cuda::dense_optimizer        one fused optimizer update per parameter group
@@ -13,12 +17,16 @@
 #error "nitro/cuda.cuh is for translation units compiled by nvcc (.cu files); the CPU-side pieces are in nitro/tensor/cuda/*.hpp"
 #endif
 
+#include "nitro/kernels/copy.cuh"
 #include "nitro/kernels/cudnn.cuh"
 #include "nitro/kernels/dense_lt.cuh"
+#include "nitro/kernels/elementwise.cuh"
 #include "nitro/kernels/fused_mlp.cuh"
 #include "nitro/kernels/loss.cuh"
+#include "nitro/kernels/memory.cuh"
 #include "nitro/kernels/optimizer.cuh"
 #include "nitro/kernels/pointwise.cuh"
+#include "nitro/kernels/reduction.cuh"
 #include "nitro/kernels/backend.cuh"
 #include "nitro/dist/cuda/data_parallel.cuh"
 #include "nitro/nn/cuda/mlp_traits.hpp"

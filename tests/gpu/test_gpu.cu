@@ -1,6 +1,7 @@
 // The CUDA backend on a GPU, against the CPU (Eigen) backend: the fused MLP kernels (FP32, TF32),
 // the cuBLASLt path, the fused loss with its smoothing read from the device scalars, the fused
-// optimizer updates, SAM, clipping, transfers, cuDNN's layers, NCCL, and whole training steps.
+// optimizer updates, SAM, clipping, transfers, cuDNN's layers, NCCL, whole training steps, the
+// step arena in device memory, and the element-wise, reduction, softmax and copy kernels.
 // Each comparison prints its max relative error. Without a device the program prints a SKIPPED line
 // and exits 77, which CTest reports as skipped (SKIP_RETURN_CODE); a case this build cannot run (no
 // cuDNN, no NCCL) is a doctest::skip() case, counted as skipped in the summary, never as passed.
@@ -174,6 +175,207 @@ auto smooth_model() {
 }
 
 }  // namespace
+
+TEST_CASE("a step arena on the device: tensors, gradients and seeds live on the GPU, the tape's closures on the host") {
+  nitro::cuda_backend be;
+  cu::stream_memory& mem = be.memory();
+  CHECK(mem.device() == nitro::device_kind::cuda);
+  nitro::arena data(mem), closures;
+  nitro::tape t(data, closures);
+  nitro::step_context ctx{&data, &t, true, 7, 0, nullptr};
+  std::vector<float> back(1000);
+  {
+    nitro::context_scope scope(ctx);
+    Tensor full = Tensor::full(shape{10, 100}, 2.5f);
+    CHECK(full.device() == nitro::device_kind::cuda);
+    cudaPointerAttributes attr{};
+    REQUIRE(cudaPointerGetAttributes(&attr, full.data()) == cudaSuccess);
+    CHECK(attr.type == cudaMemoryTypeDevice);
+    mem.copy_to_host(back.data(), full.data(), 1000 * sizeof(float));
+    CHECK(std::count(back.begin(), back.end(), 2.5f) == 1000);
+    Tensor from = Tensor::from({1.f, 2.f, 3.f}, shape{3});
+    CHECK(from.to_vector() == std::vector<float>{1.f, 2.f, 3.f});  // read back through its memory
+    Tensor kept = from.clone();
+    CHECK(kept.device() == nitro::device_kind::cpu);
+    CHECK(kept[2] == 3.f);
+    // a fresh gradient is zero on the device; backward seeds the output's
+    const int v = t.new_var(1000 * sizeof(float));
+    float* g = t.grad<float>(v);
+    mem.copy_to_host(back.data(), g, 1000 * sizeof(float));
+    CHECK(std::count(back.begin(), back.end(), 0.f) == 1000);
+    const int out = t.new_var(sizeof(float));
+    t.record([out](nitro::tape& tp) { (void)tp.grad_if_any<float>(out); });  // a host closure, run by backward
+    t.backward<float>(out, 1.5f);
+    float seed = 0;
+    mem.copy_to_host(&seed, t.grad_if_any<float>(out), sizeof seed);
+    CHECK(seed == 1.5f);
+    t.backward<float>(out, 1.f);  // seeded again: added to what is there
+    mem.copy_to_host(&seed, t.grad_if_any<float>(out), sizeof seed);
+    CHECK(seed == 2.5f);
+  }
+  CHECK(closures.bytes_in_use() > 0);  // the closure: host memory, which the host ran
+  t.clear();
+  data.reset();
+  closures.reset();
+  CHECK(data.bytes_in_use() == 0);
+}
+
+TEST_CASE("element-wise kernels: every map and binary op, forward and backward, flat and broadcast, equal the CPU's") {
+  nitro::cuda_backend be;
+  cu::stream_memory& mem = be.memory();
+  auto& cpu = nitro::cpu::ops::instance();
+  nitro::rng g(11);
+  auto dev = [&](std::vector<float> const& h) {
+    auto* p = static_cast<float*>(mem.allocate(std::max<std::size_t>(h.size(), 1) * sizeof(float), 256));
+    mem.copy_from_host(p, h.data(), h.size() * sizeof(float));
+    return p;
+  };
+  auto host = [&](float const* p, std::size_t n) {
+    std::vector<float> h(n);
+    mem.copy_to_host(h.data(), p, n * sizeof(float));
+    return h;
+  };
+  std::vector<float*> owned;
+  constexpr std::size_t n = 4099;  // not a multiple of a block
+  std::vector<float> x = random_vector(n, g, -3, 3), pos = random_vector(n, g, 0.05, 3), gy = random_vector(n, g);
+  for (auto op : {nitro::map_op::exp, nitro::map_op::log, nitro::map_op::sqrt, nitro::map_op::square, nitro::map_op::abs,
+                  nitro::map_op::relu, nitro::map_op::sigmoid, nitro::map_op::tanh, nitro::map_op::softplus, nitro::map_op::gelu,
+                  nitro::map_op::affine, nitro::map_op::rdiv, nitro::map_op::pow, nitro::map_op::clamp}) {
+    const bool positive = op == nitro::map_op::log || op == nitro::map_op::sqrt || op == nitro::map_op::rdiv || op == nitro::map_op::pow;
+    const float a = op == nitro::map_op::clamp ? -0.5f : 1.7f, b = op == nitro::map_op::clamp ? 0.75f : 0.25f;
+    std::vector<float> const& in = positive ? pos : x;
+    std::vector<float> y(n), gx(n, 0.5f);
+    cpu.map(op, std::int64_t(n), a, b, in.data(), y.data());
+    cpu.map_backward(op, std::int64_t(n), a, b, in.data(), y.data(), gy.data(), gx.data());
+    float* dx = dev(in); float* dy = dev(std::vector<float>(n)); float* dg = dev(gy); float* dgx = dev(std::vector<float>(n, 0.5f));
+    owned.insert(owned.end(), {dx, dy, dg, dgx});
+    cu::map<float>(be.compute(), op, std::int64_t(n), a, b, dx, dy);
+    cu::map_backward<float>(be.compute(), op, std::int64_t(n), a, b, dx, dy, dg, dgx);
+    const auto y_gpu = host(dy, n), gx_gpu = host(dgx, n);
+    const double ey = max_rel_error(y_gpu.data(), y.data(), n), eg = max_rel_error(gx_gpu.data(), gx.data(), n);
+    std::printf("  map %-8s forward %.2e  backward %.2e (max relative error)\n", nitro::to_string(op), ey, eg);
+    CHECK(ey < 1e-5);
+    CHECK(eg < 1e-5);
+  }
+  for (auto op : {nitro::binop::add, nitro::binop::sub, nitro::binop::mul, nitro::binop::div, nitro::binop::max, nitro::binop::min,
+                  nitro::binop::eq, nitro::binop::ne, nitro::binop::lt, nitro::binop::gt}) {
+    for (shape sb : {shape{37, 5, 3}, shape{37}, shape{1, 5}, shape{37, 1, 3}}) {
+      const shape sa{37, 5, 3};
+      const std::size_t na = std::size_t(sa.numel()), nb = std::size_t(sb.numel());
+      std::vector<float> a = random_vector(na, g, -2, 2), b = random_vector(nb, g, 0.5, 2), go = random_vector(na, g);
+      for (std::size_t i = 0; i < nb; i += 7) b[i] = a[i];  // ties for max, min, ==
+      const nitro::broadcast_plan p = nitro::plan_broadcast(sa, sb, "test");
+      std::vector<float> y(na), ga(na, 0.25f), gb(nb, 0.25f);
+      cpu.binary(op, p, a.data(), b.data(), y.data());
+      cpu.binary_backward(op, p, a.data(), b.data(), go.data(), ga.data(), gb.data());
+      float* da = dev(a); float* db = dev(b); float* dy = dev(std::vector<float>(na)); float* dgo = dev(go);
+      float* dga = dev(std::vector<float>(na, 0.25f)); float* dgb = dev(std::vector<float>(nb, 0.25f));
+      owned.insert(owned.end(), {da, db, dy, dgo, dga, dgb});
+      cu::binary<float>(be.compute(), op, p, da, db, dy);
+      cu::binary_backward<float>(be.compute(), op, p, da, db, dgo, dga, dgb);
+      const double ey = max_rel_error(host(dy, na).data(), y.data(), na);
+      const double ea = max_rel_error(host(dga, na).data(), ga.data(), na), eb = max_rel_error(host(dgb, nb).data(), gb.data(), nb);
+      std::printf("  binary %-7s b %-10s forward %.2e  da %.2e  db %.2e\n", nitro::to_string(op), sb.to_string().c_str(), ey, ea, eb);
+      CHECK(ey < 1e-6);
+      CHECK(ea < 1e-5);
+      CHECK(eb < 1e-5);
+    }
+  }
+  for (float* p : owned) mem.deallocate(p, 0);
+}
+
+TEST_CASE("reduction kernels: sum, max, logsumexp, argmax along each dimension, and softmax, forward and backward, equal the CPU's") {
+  nitro::cuda_backend be;
+  cu::stream_memory& mem = be.memory();
+  auto& cpu = nitro::cpu::ops::instance();
+  nitro::rng g(12);
+  std::vector<float*> owned;
+  auto dev = [&](std::vector<float> const& h) {
+    auto* p = static_cast<float*>(mem.allocate(std::max<std::size_t>(h.size(), 1) * sizeof(float), 256));
+    mem.copy_from_host(p, h.data(), h.size() * sizeof(float));
+    owned.push_back(p);
+    return p;
+  };
+  auto host = [&](float const* p, std::size_t n) {
+    std::vector<float> h(n);
+    mem.copy_to_host(h.data(), p, n * sizeof(float));
+    return h;
+  };
+  // a short extent (a thread per output) and a long one (a block per output), each dimension
+  for (shape s : {shape{7, 9, 5}, shape{300, 6, 4}, shape{3, 700, 2}, shape{5000}}) {
+    const std::size_t n = std::size_t(s.numel());
+    std::vector<float> x = random_vector(n, g, -4, 4);
+    for (int d = 0; d < s.rank(); ++d)
+      for (auto op : {nitro::reduce_op::sum, nitro::reduce_op::max, nitro::reduce_op::logsumexp, nitro::reduce_op::argmax}) {
+        const nitro::reduction r = nitro::reduction_at(s, d);
+        const std::size_t outs = std::size_t(r.inner * r.outer);
+        std::vector<float> y(outs), gy = random_vector(outs, g), gx(n, 0.5f);
+        cpu.reduce(op, r, x.data(), y.data());
+        cpu.reduce_backward(op, r, x.data(), y.data(), gy.data(), gx.data());
+        float* dx = dev(x); float* dy = dev(std::vector<float>(outs)); float* dgy = dev(gy); float* dgx = dev(std::vector<float>(n, 0.5f));
+        cu::reduce<float>(be.compute(), op, r, dx, dy);
+        cu::reduce_backward<float>(be.compute(), op, r, dx, dy, dgy, dgx);
+        const double ey = max_rel_error(host(dy, outs).data(), y.data(), outs), eg = max_rel_error(host(dgx, n).data(), gx.data(), n);
+        std::printf("  reduce %-9s %-12s dim %d  forward %.2e  backward %.2e\n", nitro::to_string(op), s.to_string().c_str(), d, ey, eg);
+        CHECK(ey < 1e-5);
+        CHECK(eg < 1e-5);
+      }
+  }
+  for (bool log : {false, true})
+    for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{10, 128}, {1000, 3}, {1, 5}}) {
+      const std::size_t n = std::size_t(rows * cols);
+      std::vector<float> x = random_vector(n, g, -5, 5), gy = random_vector(n, g), y(n), gx(n, 0.25f);
+      cpu.softmax(log, rows, cols, x.data(), y.data());
+      cpu.softmax_backward(log, rows, cols, y.data(), gy.data(), gx.data());
+      float* dx = dev(x); float* dy = dev(std::vector<float>(n)); float* dgy = dev(gy); float* dgx = dev(std::vector<float>(n, 0.25f));
+      cu::softmax<float>(be.compute(), log, rows, cols, dx, dy);
+      cu::softmax_backward<float>(be.compute(), log, rows, cols, dy, dgy, dgx);
+      const double ey = max_rel_error(host(dy, n).data(), y.data(), n), eg = max_rel_error(host(dgx, n).data(), gx.data(), n);
+      std::printf("  %-11s %4lld x %-4lld forward %.2e  backward %.2e\n", log ? "log_softmax" : "softmax", (long long)rows, (long long)cols, ey, eg);
+      CHECK(ey < 1e-5);
+      CHECK(eg < 1e-5);
+    }
+  for (float* p : owned) mem.deallocate(p, 0);
+}
+
+TEST_CASE("copy kernels: strided blocks and transposes, written and accumulated, equal the CPU's") {
+  nitro::cuda_backend be;
+  cu::stream_memory& mem = be.memory();
+  auto& cpu = nitro::cpu::ops::instance();
+  nitro::rng g(13);
+  std::vector<float*> owned;
+  auto dev = [&](std::vector<float> const& h) {
+    auto* p = static_cast<float*>(mem.allocate(std::max<std::size_t>(h.size(), 1) * sizeof(float), 256));
+    mem.copy_from_host(p, h.data(), h.size() * sizeof(float));
+    owned.push_back(p);
+    return p;
+  };
+  auto host = [&](float const* p, std::size_t n) {
+    std::vector<float> h(n);
+    mem.copy_to_host(h.data(), p, n * sizeof(float));
+    return h;
+  };
+  for (bool accumulate : {false, true}) {
+    // rows 37 of a source with 50 per column into a destination with 70 per column, 9 columns
+    std::vector<float> src = random_vector(50 * 9, g), dst = random_vector(70 * 9, g);
+    std::vector<float> want = dst;
+    cpu.copy(37, 9, src.data(), 50, want.data(), 70, accumulate);
+    float* ds = dev(src); float* dd = dev(dst);
+    cu::copy<float>(be.compute(), 37, 9, ds, 50, dd, 70, accumulate);
+    const auto got = host(dd, dst.size());
+    CHECK(got == want);  // the untouched rows too
+    for (auto [m, n] : {std::pair<std::int64_t, std::int64_t>{37, 70}, {1, 5}, {64, 64}, {100, 3}}) {
+      std::vector<float> a = random_vector(std::size_t(m * n), g), t = random_vector(std::size_t(m * n), g), tw = t;
+      cpu.transpose(m, n, a.data(), tw.data(), accumulate);
+      float* da = dev(a); float* dt = dev(t);
+      cu::transpose<float>(be.compute(), m, n, da, dt, accumulate);
+      const double e = max_rel_error(host(dt, t.size()).data(), tw.data(), t.size());
+      std::printf("  transpose %lld x %lld%s: %.2e\n", (long long)m, (long long)n, accumulate ? " (accumulated)" : "", e);
+      CHECK(e < 1e-6);
+    }
+  }
+  for (float* p : owned) mem.deallocate(p, 0);
+}
 
 TEST_CASE("fused MLP kernels and the cuBLASLt path equal the CPU backend") {
   compare_program<cu::dense_path::fused_fp32>("fashion_mlp 784-128-128-10 relu", fashion_model(), 300, 1e-4, false);

@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -18,6 +21,8 @@ using D = nitro::basic_tensor<double>;
 // The CPU's kernels, counted: a second backend as far as the seam can tell.
 struct counting_ops final : nitro::device_ops {
   std::atomic<int> gemms{0}, regions{0}, fused{0}, epilogue_backwards{0}, attentions{0}, attention_backwards{0};
+  std::atomic<int> maps{0}, map_backwards{0}, binaries{0}, binary_backwards{0}, reductions{0}, reduction_backwards{0}, softmaxes{0},
+      softmax_backwards{0}, copies{0}, transposes{0};
   nitro::device_kind device() const noexcept override { return nitro::device_kind::cpu; }
   char const* name() const noexcept override { return "counting"; }
   void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, float const* a, std::int64_t lda, float const* b,
@@ -49,6 +54,89 @@ struct counting_ops final : nitro::device_ops {
                          double* bias_grad) override {
     ++epilogue_backwards;
     nitro::cpu::ops::instance().epilogue_backward(act, m, n, gy, yz, g, bias_grad);
+  }
+  void map(nitro::map_op op, std::int64_t n, float a, float b, float const* x, float* y) override {
+    ++maps;
+    nitro::cpu::ops::instance().map(op, n, a, b, x, y);
+  }
+  void map(nitro::map_op op, std::int64_t n, double a, double b, double const* x, double* y) override {
+    ++maps;
+    nitro::cpu::ops::instance().map(op, n, a, b, x, y);
+  }
+  void map_backward(nitro::map_op op, std::int64_t n, float a, float b, float const* x, float const* y, float const* gy, float* gx) override {
+    ++map_backwards;
+    nitro::cpu::ops::instance().map_backward(op, n, a, b, x, y, gy, gx);
+  }
+  void map_backward(nitro::map_op op, std::int64_t n, double a, double b, double const* x, double const* y, double const* gy,
+                    double* gx) override {
+    ++map_backwards;
+    nitro::cpu::ops::instance().map_backward(op, n, a, b, x, y, gy, gx);
+  }
+  void binary(nitro::binop op, nitro::broadcast_plan const& p, float const* a, float const* b, float* y) override {
+    ++binaries;
+    nitro::cpu::ops::instance().binary(op, p, a, b, y);
+  }
+  void binary(nitro::binop op, nitro::broadcast_plan const& p, double const* a, double const* b, double* y) override {
+    ++binaries;
+    nitro::cpu::ops::instance().binary(op, p, a, b, y);
+  }
+  void binary_backward(nitro::binop op, nitro::broadcast_plan const& p, float const* a, float const* b, float const* gy, float* ga,
+                       float* gb) override {
+    ++binary_backwards;
+    nitro::cpu::ops::instance().binary_backward(op, p, a, b, gy, ga, gb);
+  }
+  void binary_backward(nitro::binop op, nitro::broadcast_plan const& p, double const* a, double const* b, double const* gy, double* ga,
+                       double* gb) override {
+    ++binary_backwards;
+    nitro::cpu::ops::instance().binary_backward(op, p, a, b, gy, ga, gb);
+  }
+  void reduce(nitro::reduce_op op, nitro::reduction r, float const* x, float* y) override {
+    ++reductions;
+    nitro::cpu::ops::instance().reduce(op, r, x, y);
+  }
+  void reduce(nitro::reduce_op op, nitro::reduction r, double const* x, double* y) override {
+    ++reductions;
+    nitro::cpu::ops::instance().reduce(op, r, x, y);
+  }
+  void reduce_backward(nitro::reduce_op op, nitro::reduction r, float const* x, float const* y, float const* gy, float* gx) override {
+    ++reduction_backwards;
+    nitro::cpu::ops::instance().reduce_backward(op, r, x, y, gy, gx);
+  }
+  void reduce_backward(nitro::reduce_op op, nitro::reduction r, double const* x, double const* y, double const* gy, double* gx) override {
+    ++reduction_backwards;
+    nitro::cpu::ops::instance().reduce_backward(op, r, x, y, gy, gx);
+  }
+  void softmax(bool log, std::int64_t rows, std::int64_t cols, float const* x, float* y) override {
+    ++softmaxes;
+    nitro::cpu::ops::instance().softmax(log, rows, cols, x, y);
+  }
+  void softmax(bool log, std::int64_t rows, std::int64_t cols, double const* x, double* y) override {
+    ++softmaxes;
+    nitro::cpu::ops::instance().softmax(log, rows, cols, x, y);
+  }
+  void softmax_backward(bool log, std::int64_t rows, std::int64_t cols, float const* y, float const* gy, float* gx) override {
+    ++softmax_backwards;
+    nitro::cpu::ops::instance().softmax_backward(log, rows, cols, y, gy, gx);
+  }
+  void softmax_backward(bool log, std::int64_t rows, std::int64_t cols, double const* y, double const* gy, double* gx) override {
+    ++softmax_backwards;
+    nitro::cpu::ops::instance().softmax_backward(log, rows, cols, y, gy, gx);
+  }
+  void copy(std::int64_t r, std::int64_t c, float const* s, std::int64_t ls, float* d, std::int64_t ld, bool acc) override {
+    ++copies;
+    nitro::cpu::ops::instance().copy(r, c, s, ls, d, ld, acc);
+  }
+  void copy(std::int64_t r, std::int64_t c, double const* s, std::int64_t ls, double* d, std::int64_t ld, bool acc) override {
+    ++copies;
+    nitro::cpu::ops::instance().copy(r, c, s, ls, d, ld, acc);
+  }
+  void transpose(std::int64_t m, std::int64_t n, float const* s, float* d, bool acc) override {
+    ++transposes;
+    nitro::cpu::ops::instance().transpose(m, n, s, d, acc);
+  }
+  void transpose(std::int64_t m, std::int64_t n, double const* s, double* d, bool acc) override {
+    ++transposes;
+    nitro::cpu::ops::instance().transpose(m, n, s, d, acc);
   }
   void causal_attention(std::int64_t h, std::int64_t d, std::int64_t t, std::int64_t b, float const* qkv, float* out, float* lse) override {
     ++attentions;
@@ -139,6 +227,133 @@ TEST_CASE("backend seam: a dense layer's products and epilogues go to the step c
   CHECK(int(ops.fused) == 1);
 }
 
+TEST_CASE("backend seam: element-wise maps, broadcast arithmetic, reductions and matmul, forward and backward, run on the step context's kernels") {
+  counting_ops ops;
+  nitro::arena mem;
+  nitro::tape tp(mem);
+  nitro::step_context ctx{&mem, &tp, true, 1, 0, &ops};
+  D a = filled({3, 4}, 0.3), bias = filled({3}, 0.2), w = filled({4, 3}, 0.1);
+  std::vector<double> ga(12), gb(3), gw(12);
+  {
+    nitro::context_scope scope(ctx);
+    a.set_var(tp.leaf(ga.data(), sizeof(double) * 12));
+    bias.set_var(tp.leaf(gb.data(), sizeof(double) * 3));
+    w.set_var(tp.leaf(gw.data(), sizeof(double) * 12));
+    D h = nitro::tanh(a + bias) * 2.0;           // map, binary (broadcast), map (affine)
+    D y = nitro::matmul(w, h);                   // [4, 3] x [3, 4]
+    D s = nitro::sum(nitro::clamp(y, -1.0, 1.0) > D::zeros({4, 4}));  // a comparison: no gradient
+    CHECK(s.numel() == 1);
+    D l = nitro::sum(nitro::square(y));
+    tp.backward<double>(l.var(), 1.0);
+  }
+  CHECK(int(ops.maps) == 4);            // tanh, * 2, clamp, square
+  CHECK(int(ops.binaries) == 2);        // + bias, >
+  CHECK(int(ops.gemms) == 3);           // matmul, and its two gradients
+  CHECK(int(ops.map_backwards) == 3);   // square, * 2, tanh (clamp's output fed only a comparison)
+  CHECK(int(ops.binary_backwards) == 1);
+  CHECK(int(ops.reductions) == 2);           // the two sums
+  CHECK(int(ops.reduction_backwards) == 1);  // the comparison's sum has no gradient
+  // the same gradients as the chain rule by hand, on the CPU outside any step
+  for (int j = 0; j < 4; ++j)
+    for (int i = 0; i < 3; ++i) {
+      double dh = 0;  // d l / d h(i, j) = sum_r 2 y(r, j) w(r, i)
+      for (int r = 0; r < 4; ++r) {
+        double yr = 0;
+        for (int q = 0; q < 3; ++q) yr += w[r + 4 * q] * 2.0 * std::tanh(a[q + 3 * j] + bias[q]);
+        dh += 2 * yr * w[r + 4 * i];
+      }
+      const double t = std::tanh(a[i + 3 * j] + bias[i]);
+      CHECK(ga[std::size_t(i + 3 * j)] == doctest::Approx(dh * 2.0 * (1 - t * t)).epsilon(1e-12));
+    }
+  double bsum = 0, asum = 0;
+  for (double v : gb) bsum += v;
+  for (double v : ga) asum += v;
+  CHECK(bsum == doctest::Approx(asum).epsilon(1e-12));  // the broadcast bias gathers every column's gradient
+}
+
+TEST_CASE("backend seam: softmax, log-softmax, logsumexp, max, argmax and sums along a dimension run on the step context's kernels") {
+  counting_ops ops;
+  nitro::arena mem;
+  nitro::tape tp(mem);
+  nitro::step_context ctx{&mem, &tp, true, 1, 0, &ops};
+  D x = filled({5, 4, 3}, 0.4);
+  std::vector<double> gx(60);
+  D lse, mx, am, s1, sm;
+  {
+    nitro::context_scope scope(ctx);
+    x.set_var(tp.leaf(gx.data(), sizeof(double) * 60));
+    sm = nitro::softmax(x);
+    D ls = nitro::log_softmax(x);
+    lse = nitro::logsumexp(x);
+    mx = nitro::max(x);
+    am = nitro::argmax(x);
+    s1 = nitro::sum(x, 1);
+    D l = nitro::sum(sm * x) + nitro::sum(ls) + nitro::sum(lse) + nitro::sum(mx) + nitro::sum(s1);
+    tp.backward<double>(l.var(), 1.0);
+  }
+  CHECK(int(ops.softmaxes) == 2);
+  CHECK(int(ops.softmax_backwards) == 2);
+  CHECK(int(ops.reductions) == 4 + 5);  // logsumexp, max, argmax, sum(x, 1); the five sums of l
+  CHECK(int(ops.reduction_backwards) == 3 + 5);  // argmax has none
+  CHECK(lse.shape() == nitro::shape{1, 4, 3});
+  CHECK(s1.shape() == nitro::shape{5, 1, 3});
+  // the values against the definitions, column by column
+  for (int c = 0; c < 12; ++c) {
+    double m = -1e300, z = 0;
+    int best = 0;
+    for (int i = 0; i < 5; ++i) {
+      if (x[i + 5 * c] > m) { m = x[i + 5 * c]; best = i; }
+    }
+    for (int i = 0; i < 5; ++i) z += std::exp(x[i + 5 * c] - m);
+    CHECK(lse[c] == doctest::Approx(m + std::log(z)).epsilon(1e-14));
+    CHECK(mx[c] == m);
+    CHECK(am[c] == best);
+    for (int i = 0; i < 5; ++i) CHECK(sm[i + 5 * c] == doctest::Approx(std::exp(x[i + 5 * c] - m) / z).epsilon(1e-14));
+  }
+  for (int b = 0; b < 3; ++b)
+    for (int i = 0; i < 5; ++i) {
+      double t = 0;
+      for (int k = 0; k < 4; ++k) t += x[i + 5 * k + 20 * b];
+      CHECK(s1[i + 5 * b] == doctest::Approx(t).epsilon(1e-14));
+    }
+}
+
+TEST_CASE("backend seam: slices, concatenations and transposes copy on the step context's kernels, and their gradients land back") {
+  counting_ops ops;
+  nitro::arena mem;
+  nitro::tape tp(mem);
+  nitro::step_context ctx{&mem, &tp, true, 1, 0, &ops};
+  D a = filled({3, 6}, 0.5), b = filled({2, 6}, 0.25);
+  std::vector<double> ga(18), gb(12);
+  D c, s, t;
+  {
+    nitro::context_scope scope(ctx);
+    a.set_var(tp.leaf(ga.data(), sizeof(double) * 18));
+    b.set_var(tp.leaf(gb.data(), sizeof(double) * 12));
+    c = nitro::concat_features(a, b);     // [5, 6]
+    s = nitro::slice_batch(c, 2, 5);      // [5, 3]: samples 2, 3, 4
+    t = nitro::transpose(s);              // [3, 5]
+    D w = D::owned({3, 5});
+    for (int i = 0; i < 15; ++i) w[i] = i + 1;
+    D l = nitro::sum(t * w);
+    tp.backward<double>(l.var(), 1.0);
+  }
+  CHECK(int(ops.copies) == 2 + 1 + 1 + 2);  // concat's two blocks, the slice; the slice's and concat's backward
+  CHECK(int(ops.transposes) == 2);
+  for (int j = 0; j < 6; ++j)
+    for (int i = 0; i < 5; ++i) CHECK(c[i + 5 * j] == (i < 3 ? a[i + 3 * j] : b[i - 3 + 2 * j]));
+  for (int j = 0; j < 3; ++j)
+    for (int i = 0; i < 5; ++i) {
+      CHECK(t[j + 3 * i] == c[i + 5 * (j + 2)]);
+      // d l / d c(i, j + 2) = w(j, i); columns outside the slice get nothing
+      const double g = j * 1.0 + 3.0 * i + 1.0;
+      if (i < 3) CHECK(ga[std::size_t(i + 3 * (j + 2))] == g);
+      else CHECK(gb[std::size_t(i - 3 + 2 * (j + 2))] == g);
+    }
+  for (int i = 0; i < 6; ++i) CHECK(ga[std::size_t(i)] == 0.0);  // samples 0 and 1
+  for (int i = 0; i < 4; ++i) CHECK(gb[std::size_t(i)] == 0.0);
+}
+
 TEST_CASE("backend seam: attention's kernel, forward and backward, is the step context's; the products around it too") {
   counting_ops ops;
   auto layer = nitro::nn::causal_self_attention<4, 2>();
@@ -224,8 +439,11 @@ struct Batch { BOOST_HANA_DEFINE_STRUCT(Batch, (nitro::Tensor, x), (nitro::Tenso
 struct In { BOOST_HANA_DEFINE_STRUCT(In, (nitro::Tensor, x)); };
 struct Target { BOOST_HANA_DEFINE_STRUCT(Target, (nitro::Tensor, y)); };
 
-// Which kernels Probe's forward hook last ran on (not a member: every member is reflected).
+// Which kernels Probe's forward hook last ran on, and where its output was (not members: every
+// member is reflected).
 nitro::device_ops const* seen_forward = nullptr;
+nitro::device_kind seen_output_device = nitro::device_kind::cpu;
+void const* seen_output = nullptr;
 
 struct Probe {
   nitro::GraphConst<int, 4> width;
@@ -238,7 +456,10 @@ struct Probe {
   auto build_model() const { return nitro::nn::chain(nitro::nn::dense<2, 4>(nitro::nn::tanh), nitro::nn::dense<4, 1>()); }
   auto forward(auto const& m, auto const& ps, auto const& st, In const& in) const {
     seen_forward = &nitro::detail::active_ops();
-    return m(in.x, ps, st);
+    auto out = m(in.x, ps, st);
+    seen_output_device = out.first.device();
+    seen_output = out.first.data();
+    return out;
   }
   auto loss(nitro::Tensor const& yhat, Target const& t) const { return nitro::nn::mse(yhat, t.y); }
 };
@@ -255,6 +476,99 @@ TEST_CASE("backend seam: the handle runs its hooks on its backend's kernels, and
   CHECK(seen_forward == &h.backend().ops());
   CHECK(std::string(h.backend().name()) == "cpu (Eigen)");
   CHECK(h.backend().device == nitro::device_kind::cpu);
+}
+
+namespace {
+// Memory that says it is another device's (host memory behind it, so the CPU's kernels can still
+// compute on it), counting what the arena and the tape ask of it and remembering its chunks.
+struct elsewhere_memory final : nitro::device_memory {
+  int allocations = 0, deallocations = 0, zeros = 0, fills = 0, adds = 0, copies_in = 0, copies_out = 0;
+  std::vector<std::pair<char const*, std::size_t>> chunks;
+  nitro::device_kind device() const noexcept override { return nitro::device_kind::cuda; }
+  void* allocate(std::size_t bytes, std::size_t align) override {
+    ++allocations;
+    void* p = nitro::host_memory::instance().allocate(bytes, align);
+    chunks.emplace_back(static_cast<char const*>(p), bytes);
+    return p;
+  }
+  void deallocate(void* p, std::size_t bytes) noexcept override {
+    ++deallocations;
+    std::erase_if(chunks, [&](auto const& c) { return c.first == p; });
+    nitro::host_memory::instance().deallocate(p, bytes);
+  }
+  void zero(void* p, std::size_t bytes) override { ++zeros; nitro::host_memory::instance().zero(p, bytes); }
+  void fill(float* p, std::size_t n, float v) override { ++fills; nitro::host_memory::instance().fill(p, n, v); }
+  void fill(double* p, std::size_t n, double v) override { ++fills; nitro::host_memory::instance().fill(p, n, v); }
+  void fill(std::int64_t* p, std::size_t n, std::int64_t v) override { ++fills; nitro::host_memory::instance().fill(p, n, v); }
+  void add(float* p, std::size_t n, float v) override { ++adds; nitro::host_memory::instance().add(p, n, v); }
+  void add(double* p, std::size_t n, double v) override { ++adds; nitro::host_memory::instance().add(p, n, v); }
+  void copy_from_host(void* d, void const* s, std::size_t b) override { ++copies_in; nitro::host_memory::instance().copy_from_host(d, s, b); }
+  void copy_to_host(void* d, void const* s, std::size_t b) override { ++copies_out; nitro::host_memory::instance().copy_to_host(d, s, b); }
+  bool holds(void const* p) const {
+    auto const* c = static_cast<char const*>(p);
+    return std::any_of(chunks.begin(), chunks.end(), [&](auto const& k) { return c >= k.first && c < k.first + k.second; });
+  }
+};
+// The CPU's kernels on that memory.
+struct elsewhere_ops final : nitro::cpu::ops {
+  elsewhere_memory mem;
+  nitro::device_memory& memory() noexcept override { return mem; }
+};
+}  // namespace
+
+TEST_CASE("the memory seam: a step arena takes its chunks from its device_memory; tensors say where they are; the tape zeroes and seeds through it") {
+  elsewhere_memory mem;
+  {
+    nitro::arena data(mem), closures;
+    CHECK(data.device() == nitro::device_kind::cuda);
+    nitro::tape t(data, closures);
+    nitro::step_context ctx{&data, &t, true, 1, 0, nullptr};
+    nitro::context_scope scope(ctx);
+    nitro::Tensor f = nitro::Tensor::full({3, 4}, 1.5f);
+    CHECK(f.device() == nitro::device_kind::cuda);
+    CHECK(mem.holds(f.data()));
+    CHECK(mem.fills == 1);
+    CHECK(f[11] == 1.5f);
+    nitro::Tensor v = nitro::Tensor::from({1.f, 2.f}, {2});
+    CHECK(mem.copies_in == 1);
+    CHECK(v[1] == 2.f);
+    // the host reads a tensor on a device through its memory: item, to_vector, clone (to the host)
+    CHECK(v.memory() == &mem);
+    CHECK(v.to_vector() == std::vector<float>{1.f, 2.f});
+    CHECK(mem.copies_out == 1);
+    nitro::Tensor kept = v.clone();
+    CHECK(mem.copies_out == 2);
+    CHECK(kept.device() == nitro::device_kind::cpu);
+    CHECK(kept.owns_memory());
+    CHECK(kept[0] == 1.f);
+    CHECK(nitro::sum(v).item() == 3.f);
+    CHECK(mem.copies_out == 3);
+    CHECK(nitro::Index::full({2}, 7).device() == nitro::device_kind::cuda);
+    CHECK(mem.fills == 2);
+    // a closure is host memory the host runs: not a byte of it in the device's chunks
+    const std::size_t before = data.bytes_in_use();
+    const int out = t.new_var(2 * sizeof(float));
+    t.record([out](nitro::tape& tp) { (void)tp.grad_if_any<float>(out); });
+    CHECK(data.bytes_in_use() == before);
+    CHECK(closures.bytes_in_use() > 0);
+    const int other = t.new_var(8 * sizeof(float));
+    float* g = t.grad<float>(other);  // zeroed by the device's memory
+    CHECK(mem.zeros == 1);
+    CHECK(mem.holds(g));
+    CHECK(g[7] == 0.f);
+    t.backward<float>(out, 2.f);  // a fresh output gradient: filled with the seed, not zeroed and added
+    CHECK(mem.fills == 3);
+    CHECK(mem.zeros == 1);
+    CHECK(t.grad_if_any<float>(out)[1] == 2.f);
+    t.backward<float>(out, 1.f);  // one that exists: the seed is added
+    CHECK(mem.adds == 1);
+    CHECK(t.grad_if_any<float>(out)[0] == 3.f);
+    t.clear();
+  }
+  CHECK(mem.allocations == mem.deallocations);  // the arena gave every chunk back
+  CHECK(mem.chunks.empty());
+  // outside a step a tensor owns host memory, as before
+  CHECK(nitro::Tensor::full({2}, 1.f).device() == nitro::device_kind::cpu);
 }
 
 namespace {
@@ -300,6 +614,42 @@ TEST_CASE("the device construction fact: the handle trains and evaluates on the 
   const auto fallback = record_of(d.keywords().records(), "device");
   CHECK(fallback.value == "cpu (Eigen)");
   CHECK(fallback.source == nitro::keyword_source::fallback);
+}
+
+namespace {
+struct elsewhere_backend {
+  static constexpr nitro::device_kind device = nitro::device_kind::cpu;
+  elsewhere_ops* kernels = nullptr;
+  char const* name() const noexcept { return "elsewhere"; }
+  std::string describe() const { return "elsewhere"; }
+  template <class T>
+  nitro::basic_tensor<T> to_device(std::string_view, nitro::basic_tensor<T> const& host) { return host; }
+  nitro::device_ops& ops() const noexcept { return *kernels; }
+};
+}  // namespace
+
+TEST_CASE("the handle's step arena is its backend's memory: every intermediate and gradient there, each backward seeded by it; the same losses") {
+  elsewhere_ops k;
+  nitro::Nitro h(Probe{}, nitro::max_epochs = 2, nitro::logger = nitro::no_loggers, nitro::device = elsewhere_backend{&k});
+  h.train(false);
+  CHECK(k.mem.allocations >= 1);
+  CHECK(seen_output_device == nitro::device_kind::cuda);  // the model's output was made in the backend's memory
+  CHECK(k.mem.holds(seen_output));
+  CHECK(k.mem.fills == 2 * 4);  // each of the 8 steps' backward: the loss's gradient is the seed
+  CHECK(k.mem.zeros >= 8);      // and each step's intermediate gradients start at zero there
+  CHECK(k.mem.adds == 0);
+  CHECK(h.step_memory().device() == nitro::device_kind::cuda);
+  h.evaluate("valid");
+  CHECK(seen_output_device == nitro::device_kind::cuda);
+  // the same run on the plain CPU backend: the same weights, bit for bit (only where memory is
+  // said to be changed)
+  nitro::Nitro c(Probe{}, nitro::max_epochs = 2, nitro::logger = nitro::no_loggers);
+  c.train(false);
+  CHECK(seen_output_device == nitro::device_kind::cpu);
+  float const* a = h.param_buffer().values();
+  float const* b = c.param_buffer().values();
+  const auto n = std::remove_cvref_t<decltype(h.param_buffer())>::size;
+  CHECK(std::equal(a, a + n, b));
 }
 
 TEST_CASE("n_devs above 1 on a backend of one device is E-CUDA-011, naming the backend") {

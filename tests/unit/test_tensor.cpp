@@ -4,6 +4,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <vector>
+
 using D = nitro::basic_tensor<double>;
 using nitro::shape;
 
@@ -145,4 +148,75 @@ TEST_CASE("the arena: after the first step, a step of the same shapes needs no n
   for (int i = 0; i < 40; ++i) mem.allocate(100000);
   CHECK(mem.capacity() == cap);
   CHECK(reinterpret_cast<std::uintptr_t>(mem.allocate(3)) % 64 == 0);
+}
+
+namespace {
+template <class T>
+void maps_agree(nitro::map_op op, T a, T b, std::vector<T> const& xs, double tol) {
+  INFO(nitro::to_string(op), " ", sizeof(T) * 8, "-bit");
+  auto& cpu = nitro::cpu::ops::instance();
+  const auto n = static_cast<std::int64_t>(xs.size());
+  std::vector<T> y(xs.size()), gy(xs.size()), gx(xs.size(), T(0.25));
+  for (std::size_t i = 0; i < xs.size(); ++i) gy[i] = T(0.5) + T(i % 3);
+  cpu.map(op, n, a, b, xs.data(), y.data());
+  cpu.map_backward(op, n, a, b, xs.data(), y.data(), gy.data(), gx.data());
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    INFO("x = ", xs[i]);
+    const T want = nitro::elementwise::map_value(op, a, b, xs[i]);
+    const T slope = nitro::elementwise::map_derivative(op, a, b, xs[i], want);
+    CHECK(double(y[i]) == doctest::Approx(double(want)).epsilon(tol).scale(1));
+    CHECK(double(gx[i]) == doctest::Approx(0.25 + double(gy[i]) * double(slope)).epsilon(tol).scale(1));
+  }
+}
+}  // namespace
+
+TEST_CASE("element-wise: the CPU's vectorised kernels compute each element as the one-element definitions the CUDA kernels run") {
+  using nitro::map_op;
+  std::vector<double> xs;
+  for (int i = -40; i <= 40; ++i) xs.push_back(i * 0.173 + 0.011);  // no exact 0 (relu's and abs's kinks)
+  std::vector<double> pos;
+  for (double x : xs) pos.push_back(std::fabs(x) + 0.05);
+  std::vector<float> xf(xs.begin(), xs.end()), posf(pos.begin(), pos.end());
+  for (auto op : {map_op::exp, map_op::square, map_op::abs, map_op::relu, map_op::sigmoid, map_op::tanh, map_op::softplus, map_op::gelu}) {
+    maps_agree<double>(op, 0, 0, xs, 1e-13);
+    maps_agree<float>(op, 0, 0, xf, 2e-6);
+  }
+  for (auto op : {map_op::log, map_op::sqrt}) {
+    maps_agree<double>(op, 0, 0, pos, 1e-13);
+    maps_agree<float>(op, 0, 0, posf, 2e-6);
+  }
+  maps_agree<double>(map_op::affine, -1.5, 0.25, xs, 1e-14);
+  maps_agree<double>(map_op::rdiv, 2.0, 0, pos, 1e-13);
+  maps_agree<double>(map_op::pow, 1.7, 0, pos, 1e-13);
+  maps_agree<double>(map_op::clamp, -0.5, 0.75, xs, 1e-14);
+  maps_agree<float>(map_op::pow, 3.f, 0, posf, 2e-6);
+
+  // every binary op, flat and broadcast ([3] against [3, 4]; [1, 4] against [3, 4])
+  auto& cpu = nitro::cpu::ops::instance();
+  nitro::rng g(5);
+  for (auto op : {nitro::binop::add, nitro::binop::sub, nitro::binop::mul, nitro::binop::div, nitro::binop::max, nitro::binop::min,
+                  nitro::binop::eq, nitro::binop::ne, nitro::binop::lt, nitro::binop::gt}) {
+    INFO(nitro::to_string(op));
+    for (shape sb : {shape{3, 4}, shape{3}, shape{1, 4}}) {
+      const shape sa{3, 4};
+      std::vector<double> a(12), b(static_cast<std::size_t>(sb.numel())), gy(12), ga(12, 0.0), gb(b.size(), 0.0), y(12);
+      for (auto& v : a) v = std::round(g.uniform(-3, 3));  // integers: ties for max, min and ==
+      for (auto& v : b) v = std::round(g.uniform(-3, 3)) + (op == nitro::binop::div ? 0.5 : 0.0);
+      for (auto& v : gy) v = g.uniform(-1, 1);
+      const nitro::broadcast_plan p = nitro::plan_broadcast(sa, sb, "test");
+      CHECK(p.same == (sb == sa));
+      cpu.binary(op, p, a.data(), b.data(), y.data());
+      cpu.binary_backward(op, p, a.data(), b.data(), gy.data(), ga.data(), gb.data());
+      std::vector<double> want_gb(b.size(), 0.0);
+      for (int j = 0; j < 4; ++j)
+        for (int i = 0; i < 3; ++i) {
+          const std::size_t o = std::size_t(i + 3 * j);
+          const std::size_t ib = sb == sa ? o : sb.rank() == 1 ? std::size_t(i) : std::size_t(j);
+          CHECK(y[o] == nitro::elementwise::binary_value(op, a[o], b[ib]));
+          CHECK(ga[o] == doctest::Approx(gy[o] * nitro::elementwise::binary_da(op, a[o], b[ib])).epsilon(1e-14));
+          want_gb[ib] += gy[o] * nitro::elementwise::binary_db(op, a[o], b[ib]);
+        }
+      for (std::size_t i = 0; i < b.size(); ++i) CHECK(gb[i] == doctest::Approx(want_gb[i]).epsilon(1e-13).scale(1));
+    }
+  }
 }

@@ -3,12 +3,14 @@
 // A bump allocator. The first step grows it chunk by chunk; at reset the chunks are merged into one
 // block of the high-water size, so every later step of the same shapes allocates nothing from the
 // heap (DESIGN.md §6). Memory handed out is 64-byte aligned (a cache line, an AVX-512 register).
+// The chunks come from a device_memory (memory.hpp): the heap by default, the backend's device
+// memory for a step's tensors.
 #pragma once
+
+#include "nitro/tensor/memory.hpp"
 
 #include <algorithm>  // max
 #include <cstddef>    // size_t, byte
-#include <cstdlib>    // aligned_alloc, free
-#include <new>        // bad_alloc
 #include <vector>     // chunks
 
 namespace nitro {
@@ -19,6 +21,9 @@ class arena {
 
   arena() = default;
   explicit arena(std::size_t initial_bytes) { if (initial_bytes) add_chunk(initial_bytes); }
+  explicit arena(device_memory& memory, std::size_t initial_bytes = 0) : m_memory(&memory) {
+    if (initial_bytes) add_chunk(initial_bytes);
+  }
   arena(arena const&) = delete;
   arena& operator=(arena const&) = delete;
   arena(arena&& o) noexcept { swap(o); }
@@ -64,6 +69,9 @@ class arena {
   std::size_t capacity() const noexcept { return m_total; }
   std::size_t peak() const noexcept { return m_peak; }
   std::size_t chunk_count() const noexcept { return m_chunks.size(); }
+  // Where the chunks are, and what zeroes, fills and copies them.
+  device_memory& memory() const noexcept { return *m_memory; }
+  device_kind device() const noexcept { return m_memory->device(); }
 
  private:
   struct chunk { std::byte* data; std::size_t size; std::size_t used; };
@@ -72,23 +80,24 @@ class arena {
   void note_peak() noexcept { m_peak = std::max(m_peak, m_in_use); }
   void add_chunk(std::size_t bytes) {
     bytes = round_up(bytes, alignment);
-    auto* p = static_cast<std::byte*>(std::aligned_alloc(alignment, bytes));
-    if (!p) throw std::bad_alloc();
+    m_chunks.reserve(m_chunks.size() + 1);  // so that a chunk allocated is always recorded (and freed)
+    auto* p = static_cast<std::byte*>(m_memory->allocate(bytes, alignment));
     m_chunks.push_back({p, bytes, 0});
     m_total += bytes;
   }
   void release() noexcept {
-    for (auto& c : m_chunks) std::free(c.data);
+    for (auto& c : m_chunks) m_memory->deallocate(c.data, c.size);
     m_chunks.clear();
     m_total = 0;
     m_current = 0;
     m_in_use = 0;
   }
   void swap(arena& o) noexcept {
-    std::swap(m_chunks, o.m_chunks); std::swap(m_current, o.m_current); std::swap(m_total, o.m_total);
+    std::swap(m_memory, o.m_memory); std::swap(m_chunks, o.m_chunks); std::swap(m_current, o.m_current); std::swap(m_total, o.m_total);
     std::swap(m_in_use, o.m_in_use); std::swap(m_peak, o.m_peak);
   }
 
+  device_memory* m_memory = &host_memory::instance();
   std::vector<chunk> m_chunks;
   std::size_t m_current = 0;
   std::size_t m_total = 0;

@@ -3,18 +3,23 @@
 //
 //   nitro::detail::active_ops().gemm(false, false, m, n, k, 1.f, a, m, b, k, 0.f, c, m);   // tensor/backend.hpp
 //
-// Layers never name a backend: their products and parallel regions ask the step context's
-// device_ops (the CPU's when no step is running, e.g. a layer called from a test): products, products
-// with their bias and activation fused (the dense layer's forward and backward), causal attention
-// (forward and backward), parallel regions.
-// The other ops (elementwise, reductions, softmax, losses, norms, convolution's chunks) compute on
-// host memory with Eigen inside the CPU's own regions. A backend (tensor/cpu/backend.hpp, the
+// Layers never name a backend: they ask the step context's device_ops (the CPU's when no step is
+// running, e.g. a layer called from a test) for memory (the step arena's chunks), products (and
+// matmul's), products with their bias and activation fused (the dense layer's forward and
+// backward), element-wise maps and broadcast arithmetic, reductions and softmax (each forward and
+// backward), copies between shapes (slices, concatenations, transposes), causal attention (forward
+// and backward), parallel regions.
+// The other ops (losses, norms, dropout, embedding, pooling, convolution's chunks) compute on host
+// memory with Eigen inside the CPU's own regions. A backend (tensor/cpu/backend.hpp, the
 // reference) implements this table once; the handle installs its backend's table in every step and
 // evaluation context. A virtual call per product or parallel region: nothing next to the work.
 #pragma once
 
 #include "nitro/tensor/device.hpp"
+#include "nitro/tensor/elementwise.hpp"
 #include "nitro/tensor/epilogue.hpp"
+#include "nitro/tensor/memory.hpp"
+#include "nitro/tensor/reduction.hpp"
 
 #include <cstdint>      // int64_t
 #include <type_traits>  // remove_reference
@@ -55,6 +60,9 @@ class device_ops {
   virtual ~device_ops() = default;
   virtual device_kind device() const noexcept = 0;
   virtual char const* name() const noexcept = 0;
+  // The memory the kernels read and write: the step arena's chunks (intermediates, gradients,
+  // layer scratch) come from it. The heap unless the backend says otherwise.
+  virtual device_memory& memory() noexcept { return host_memory::instance(); }
 
   // C = alpha op(A) op(B) + beta C, column-major; op(X) = X^T when trans_x. With beta == 0, C is
   // written without being read.
@@ -78,6 +86,47 @@ class device_ops {
                                  float* bias_grad) = 0;
   virtual void epilogue_backward(epilogue_act act, std::int64_t m, std::int64_t n, double const* gy, double const* yz, double* g,
                                  double* bias_grad) = 0;
+
+  // Element-wise (tensor/elementwise.hpp names them and defines each element): y = op(x) over n
+  // elements, with the op's constant parameters a, b; its backward gx += gy op'(x) (y: the
+  // forward's output, which some derivatives read).
+  virtual void map(map_op op, std::int64_t n, float a, float b, float const* x, float* y) = 0;
+  virtual void map(map_op op, std::int64_t n, double a, double b, double const* x, double* y) = 0;
+  virtual void map_backward(map_op op, std::int64_t n, float a, float b, float const* x, float const* y, float const* gy, float* gx) = 0;
+  virtual void map_backward(map_op op, std::int64_t n, double a, double b, double const* x, double const* y, double const* gy,
+                            double* gx) = 0;
+  // y = a op b over the plan's output, each input read at its strides (0 where broadcast); its
+  // backward adds gy d(op)/da into ga and gy d(op)/db into gb (either may be null), summing over
+  // the positions a broadcast input was read at.
+  virtual void binary(binop op, broadcast_plan const& p, float const* a, float const* b, float* y) = 0;
+  virtual void binary(binop op, broadcast_plan const& p, double const* a, double const* b, double* y) = 0;
+  virtual void binary_backward(binop op, broadcast_plan const& p, float const* a, float const* b, float const* gy, float* ga, float* gb) = 0;
+  virtual void binary_backward(binop op, broadcast_plan const& p, double const* a, double const* b, double const* gy, double* ga,
+                               double* gb) = 0;
+
+  // Reductions (tensor/reduction.hpp): y[o, i] = op over k of x[o, k, i], for the reduction's
+  // inner x extent x outer; the backward adds the gradient of x into gx (from x, y and gy; argmax
+  // has none).
+  virtual void reduce(reduce_op op, reduction r, float const* x, float* y) = 0;
+  virtual void reduce(reduce_op op, reduction r, double const* x, double* y) = 0;
+  virtual void reduce_backward(reduce_op op, reduction r, float const* x, float const* y, float const* gy, float* gx) = 0;
+  virtual void reduce_backward(reduce_op op, reduction r, double const* x, double const* y, double const* gy, double* gx) = 0;
+  // Softmax (log: log-softmax) of each of `cols` columns of `rows` values; the backward adds the
+  // gradient of x into gx, from the forward's y and gy.
+  virtual void softmax(bool log, std::int64_t rows, std::int64_t cols, float const* x, float* y) = 0;
+  virtual void softmax(bool log, std::int64_t rows, std::int64_t cols, double const* x, double* y) = 0;
+  virtual void softmax_backward(bool log, std::int64_t rows, std::int64_t cols, float const* y, float const* gy, float* gx) = 0;
+  virtual void softmax_backward(bool log, std::int64_t rows, std::int64_t cols, double const* y, double const* gy, double* gx) = 0;
+
+  // Copies between shapes, column-major: dst[i + j ld_dst] = src[i + j ld_src] for i < rows, j <
+  // cols (accumulate: +=), the slices and concatenations and their backward; and dst (n x m) =
+  // src (m x n) transposed (accumulate: +=).
+  virtual void copy(std::int64_t rows, std::int64_t cols, float const* src, std::int64_t ld_src, float* dst, std::int64_t ld_dst,
+                    bool accumulate) = 0;
+  virtual void copy(std::int64_t rows, std::int64_t cols, double const* src, std::int64_t ld_src, double* dst, std::int64_t ld_dst,
+                    bool accumulate) = 0;
+  virtual void transpose(std::int64_t m, std::int64_t n, float const* src, float* dst, bool accumulate) = 0;
+  virtual void transpose(std::int64_t m, std::int64_t n, double const* src, double* dst, bool accumulate) = 0;
 
   // Causal multi-head self-attention (tensor/cpu/attention.hpp has the layout): qkv [3 W, seq, batch]
   // with W = heads * head_dim, queries, keys and values stacked; out [W, seq, batch] is written;

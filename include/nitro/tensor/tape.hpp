@@ -7,6 +7,9 @@
 //
 // A "variable" is a tape slot for a gradient: intermediates get one lazily-zeroed buffer from the
 // arena; parameters are leaves whose gradient buffer is a span of their group's flat buffer.
+// Gradients live where the arena's memory is (the backend's device) and are zeroed and seeded
+// through it; the closures run on the host, so on a device they live in a host arena of their own
+// (on the CPU both are the one arena).
 //
 // An observer (null by default) watches backward run: told the node count before the first node,
 // called after each node, and told whenever a leaf's gradient buffer is handed out (grad(v) of a
@@ -21,7 +24,6 @@
 
 #include <cstddef>      // size_t
 #include <cstdint>      // uint64_t
-#include <cstring>      // memset
 #include <new>          // placement new
 #include <type_traits>  // is_trivially_destructible, remove_cvref_t
 #include <vector>       // nodes, variables
@@ -42,7 +44,9 @@ class tape {
     void (*leaf_gradient)(void* ctx, std::size_t node, void const* grad, std::size_t bytes) = nullptr;  // grad(v) of a leaf
   };
 
-  explicit tape(arena& memory) : m_arena(&memory) { m_vars.reserve(256); m_nodes.reserve(256); }
+  explicit tape(arena& memory) : tape(memory, memory) {}
+  // Gradients in `memory`, closures in `closures` (host memory).
+  tape(arena& memory, arena& closures) : m_arena(&memory), m_closures(&closures) { m_vars.reserve(256); m_nodes.reserve(256); }
 
   // A new intermediate variable of `bytes` bytes; its gradient is allocated on first use.
   int new_var(std::size_t bytes) {
@@ -62,7 +66,7 @@ class tape {
     if (x.external && m_observer) m_observer->leaf_gradient(m_observer->ctx, m_running, x.grad, x.bytes);
     if (!x.grad) {
       x.grad = m_arena->allocate(x.bytes);
-      std::memset(x.grad, 0, x.bytes);
+      m_arena->memory().zero(x.grad, x.bytes);
     }
     return static_cast<T*>(x.grad);
   }
@@ -81,7 +85,7 @@ class tape {
     static_assert(std::is_trivially_destructible_v<Fn>,
                   "E-LAYER-017: a backward closure given to nitro::tape::record captures a value that is not trivially destructible. Fix: capture only "
                   "pointers, extents and scalars.");
-    void* p = m_arena->allocate(sizeof(Fn), alignof(Fn) > 16 ? alignof(Fn) : 16);
+    void* p = m_closures->allocate(sizeof(Fn), alignof(Fn) > 16 ? alignof(Fn) : 16);
     new (p) Fn(static_cast<F&&>(backward));
     m_nodes.push_back({[](void* f, tape& t) { (*static_cast<Fn*>(f))(t); }, p});
   }
@@ -89,9 +93,13 @@ class tape {
   // Seeds d(out)/d(out) = seed and runs every node in reverse order of recording.
   template <class T>
   void backward(int out, T seed) {
-    T* g = grad<T>(out);
-    std::size_t n = m_vars[static_cast<std::size_t>(out)].bytes / sizeof(T);
-    for (std::size_t i = 0; i < n; ++i) g[i] += seed;
+    var& x = m_vars[static_cast<std::size_t>(out)];
+    const std::size_t n = x.bytes / sizeof(T);
+    if (x.grad || x.external) m_arena->memory().add(grad<T>(out), n, seed);
+    else {  // the usual case, a loss nothing else read: its gradient is the seed
+      x.grad = m_arena->allocate(x.bytes);
+      m_arena->memory().fill(static_cast<T*>(x.grad), n, seed);
+    }
     if (m_observer) return observed_backward();
     for (std::size_t i = m_nodes.size(); i-- > 0;) m_nodes[i].run(m_nodes[i].fn, *this);
   }
@@ -114,6 +122,7 @@ class tape {
 
   std::size_t node_count() const noexcept { return m_nodes.size(); }
   std::size_t var_count() const noexcept { return m_vars.size(); }
+  // Where gradients and a layer's scratch for its backward live (the backend's memory).
   arena& memory() noexcept { return *m_arena; }
 
   // Forgets every node and variable, keeping capacity (and the observer).
@@ -158,6 +167,7 @@ class tape {
   }
 
   arena* m_arena;
+  arena* m_closures;
   std::vector<var> m_vars;
   std::vector<node> m_nodes;
   observer const* m_observer = nullptr;

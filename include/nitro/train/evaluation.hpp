@@ -38,7 +38,7 @@ void eval_step(S& s, typename S::batch_type const& host_batch, Acc& acc) {
       acc.add_mean("loss", mean_of(static_cast<double>(call_hook<hook::loss>(s.m_e, batch, outputs).item()), 1.0));  // add_loss
   }
   if constexpr (binding_type::has_metrics) acc.add(call_hook<hook::metrics>(s.m_e, batch, outputs));
-  s.m_arena.reset();
+  s.reset_step_memory();
 }
 
 // The split's metrics with the live weights.

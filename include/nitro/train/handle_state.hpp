@@ -227,7 +227,8 @@ struct handle_state {
         m_state(false),
         m_data(resolve_data(m_e, kw...)),
         m_backend(m_kw.device.value),
-        m_tape(m_arena) {}
+        m_arena(m_backend.ops().memory()),
+        m_tape(m_arena, m_arena.device() == device_kind::cpu ? m_arena : m_closure_arena) {}
 
   std::int64_t step() const noexcept { return m_opt->steps(); }  // optimizer steps (restored with the optimizer's state)
   std::int64_t micro_steps() const noexcept { return m_opt->steps() * m_kw.accum.value + m_micro; }  // batches trained on
@@ -251,6 +252,13 @@ struct handle_state {
 
   resolve_context checkpoint_context(bool bare_is_own) const {
     return {.runs_dir = m_kw.run_dir.value, .own_run = m_run_dir, .bare_is_own = bare_is_own};
+  }
+
+  // A step's memory, freed when its micro-batch (or evaluation batch) ends: the arena on the
+  // backend's device, and the tape's closures when those live apart from it.
+  void reset_step_memory() {
+    m_arena.reset();
+    m_closure_arena.reset();
   }
 
   // Moves the declared fields to the device; the others stay where they are, untouched.
@@ -319,7 +327,8 @@ struct handle_state {
   std::optional<optimizer_type> m_opt;
   std::unique_ptr<double[]> m_device_block;
   backend_type m_backend;
-  arena m_arena;
+  arena m_arena;          // the step's tensors, gradients and scratch, in the backend's memory
+  arena m_closure_arena;  // the tape's closures when the backend's memory is not the host's
   tape m_tape;
   int m_micro = 0;  // micro-batches into the current optimizer step
   int m_epoch = 0;  // epochs completed (the epoch in progress, from 0)

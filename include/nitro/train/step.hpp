@@ -58,10 +58,9 @@ double train(S& s, typename S::batch_type const& host_batch) {
   step_context ctx = s.context(true, fold(fold(s.m_kw.seed.value, 3), static_cast<std::uint64_t>(s.micro_steps())));
   context_scope scope(ctx);
   struct cleanup {  // the tape and the arena are empty after the micro-batch, also when a hook throws
-    tape& t;
-    arena& a;
-    ~cleanup() { t.clear(); a.reset(); }
-  } done{s.m_tape, s.m_arena};
+    S& s;
+    ~cleanup() { s.m_tape.clear(); s.reset_step_memory(); }
+  } done{s};
   typename S::batch_type batch = s.transfer(host_batch, false);
   const bool last_micro = s.m_micro + 1 == s.m_kw.accum.value;
   if (s.m_dist && last_micro) s.m_dist->set_step(s.step() + 1);  // the step the sums started in backward belong to
@@ -102,7 +101,7 @@ typename S::outputs_type predict(S& s, Batch const& host_batch) {
   typename S::st_type st = s.m_state.view();
   auto&& fwd = call_hook<hook::forward>(s.m_e, batch, s.m_model, ps, st);
   typename S::outputs_type out = clone_outputs(std::get<0>(fwd));
-  s.m_arena.reset();
+  s.reset_step_memory();
   return out;
 }
 

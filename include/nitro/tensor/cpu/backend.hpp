@@ -3,12 +3,16 @@
 // Its device memory is host memory, so to_device hands back the same view (and counts what passed
 // through the door, by field name and bytes, so tests and show() can see that a field no hook
 // declares never moved). Products are nitro's own GEMM (cpu/gemm.hpp: AVX-512 or AVX2+FMA,
-// whichever this CPU has, found at run time; Eigen's otherwise), their epilogues one Eigen pass (tensor/ops/epilogue.hpp), attention in
-// tiles (cpu/attention.hpp), parallel regions the process's thread pool (cpu/thread_pool.hpp).
+// whichever this CPU has, found at run time; Eigen's otherwise), their epilogues one Eigen pass
+// (tensor/ops/epilogue.hpp), element-wise maps and broadcast arithmetic Eigen's arrays
+// (cpu/elementwise.hpp), reductions and softmax loops (cpu/reduction.hpp), copies Eigen's, attention in tiles (cpu/attention.hpp), parallel regions the process's
+// thread pool (cpu/thread_pool.hpp).
 #pragma once
 
 #include "nitro/core/runtime.hpp"
 #include "nitro/tensor/cpu/attention.hpp"
+#include "nitro/tensor/cpu/elementwise.hpp"
+#include "nitro/tensor/cpu/reduction.hpp"
 #include "nitro/tensor/cpu/gemm.hpp"
 #include "nitro/tensor/cpu/thread_pool.hpp"
 #include "nitro/tensor/device_ops.hpp"
@@ -51,6 +55,23 @@ void in_pieces(std::int64_t count, std::int64_t per_piece, F&& f) {
 }
 
 template <class T>
+void copy(std::int64_t rows, std::int64_t cols, T const* src, std::int64_t ld_src, T* dst, std::int64_t ld_dst, bool accumulate) {
+  using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+  Eigen::Map<const matrix, 0, Eigen::OuterStride<>> S(src, rows, cols, Eigen::OuterStride<>(ld_src));
+  Eigen::Map<matrix, 0, Eigen::OuterStride<>> D(dst, rows, cols, Eigen::OuterStride<>(ld_dst));
+  if (accumulate) D += S;
+  else D = S;
+}
+template <class T>
+void transpose(std::int64_t m, std::int64_t n, T const* src, T* dst, bool accumulate) {
+  using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+  Eigen::Map<const matrix> S(src, m, n);
+  Eigen::Map<matrix> D(dst, n, m);
+  if (accumulate) D += S.transpose();
+  else D = S.transpose();
+}
+
+template <class T>
 void gemm_epilogue(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T const* a, std::int64_t lda, T const* b,
                    std::int64_t ldb, T const* bias, epilogue_act act, T* z, T* c, std::int64_t ldc) {
   using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
@@ -88,6 +109,10 @@ extern template void gemm_epilogue<double>(bool, bool, std::int64_t, std::int64_
                                            double const*, std::int64_t, double const*, epilogue_act, double*, double*, std::int64_t);
 extern template void epilogue_backward<float>(epilogue_act, std::int64_t, std::int64_t, float const*, float const*, float*, float*);
 extern template void epilogue_backward<double>(epilogue_act, std::int64_t, std::int64_t, double const*, double const*, double*, double*);
+extern template void copy<float>(std::int64_t, std::int64_t, float const*, std::int64_t, float*, std::int64_t, bool);
+extern template void copy<double>(std::int64_t, std::int64_t, double const*, std::int64_t, double*, std::int64_t, bool);
+extern template void transpose<float>(std::int64_t, std::int64_t, float const*, float*, bool);
+extern template void transpose<double>(std::int64_t, std::int64_t, double const*, double*, bool);
 #endif
 }  // namespace detail
 
@@ -116,6 +141,48 @@ class ops : public device_ops {
   void gemm_epilogue(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, double const* a, std::int64_t lda, double const* b,
                      std::int64_t ldb, double const* bias, epilogue_act act, double* z, double* c, std::int64_t ldc) override {
     detail::gemm_epilogue<double>(ta, tb, m, n, k, a, lda, b, ldb, bias, act, z, c, ldc);
+  }
+  void map(map_op op, std::int64_t n, float a, float b, float const* x, float* y) override { cpu::map(op, n, a, b, x, y); }
+  void map(map_op op, std::int64_t n, double a, double b, double const* x, double* y) override { cpu::map(op, n, a, b, x, y); }
+  void map_backward(map_op op, std::int64_t n, float a, float b, float const* x, float const* y, float const* gy, float* gx) override {
+    cpu::map_backward(op, n, a, b, x, y, gy, gx);
+  }
+  void map_backward(map_op op, std::int64_t n, double a, double b, double const* x, double const* y, double const* gy, double* gx) override {
+    cpu::map_backward(op, n, a, b, x, y, gy, gx);
+  }
+  void binary(binop op, broadcast_plan const& p, float const* a, float const* b, float* y) override { cpu::binary(op, p, a, b, y); }
+  void binary(binop op, broadcast_plan const& p, double const* a, double const* b, double* y) override { cpu::binary(op, p, a, b, y); }
+  void binary_backward(binop op, broadcast_plan const& p, float const* a, float const* b, float const* gy, float* ga, float* gb) override {
+    cpu::binary_backward(op, p, a, b, gy, ga, gb);
+  }
+  void binary_backward(binop op, broadcast_plan const& p, double const* a, double const* b, double const* gy, double* ga, double* gb) override {
+    cpu::binary_backward(op, p, a, b, gy, ga, gb);
+  }
+  void reduce(reduce_op op, reduction r, float const* x, float* y) override { cpu::reduce(op, r, x, y); }
+  void reduce(reduce_op op, reduction r, double const* x, double* y) override { cpu::reduce(op, r, x, y); }
+  void reduce_backward(reduce_op op, reduction r, float const* x, float const* y, float const* gy, float* gx) override {
+    cpu::reduce_backward(op, r, x, y, gy, gx);
+  }
+  void reduce_backward(reduce_op op, reduction r, double const* x, double const* y, double const* gy, double* gx) override {
+    cpu::reduce_backward(op, r, x, y, gy, gx);
+  }
+  void softmax(bool log, std::int64_t rows, std::int64_t cols, float const* x, float* y) override { cpu::softmax(log, rows, cols, x, y); }
+  void softmax(bool log, std::int64_t rows, std::int64_t cols, double const* x, double* y) override { cpu::softmax(log, rows, cols, x, y); }
+  void softmax_backward(bool log, std::int64_t rows, std::int64_t cols, float const* y, float const* gy, float* gx) override {
+    cpu::softmax_backward(log, rows, cols, y, gy, gx);
+  }
+  void softmax_backward(bool log, std::int64_t rows, std::int64_t cols, double const* y, double const* gy, double* gx) override {
+    cpu::softmax_backward(log, rows, cols, y, gy, gx);
+  }
+  void copy(std::int64_t rows, std::int64_t cols, float const* src, std::int64_t ld_src, float* dst, std::int64_t ld_dst, bool accumulate) override {
+    detail::copy(rows, cols, src, ld_src, dst, ld_dst, accumulate);
+  }
+  void copy(std::int64_t rows, std::int64_t cols, double const* src, std::int64_t ld_src, double* dst, std::int64_t ld_dst, bool accumulate) override {
+    detail::copy(rows, cols, src, ld_src, dst, ld_dst, accumulate);
+  }
+  void transpose(std::int64_t m, std::int64_t n, float const* src, float* dst, bool accumulate) override { detail::transpose(m, n, src, dst, accumulate); }
+  void transpose(std::int64_t m, std::int64_t n, double const* src, double* dst, bool accumulate) override {
+    detail::transpose(m, n, src, dst, accumulate);
   }
   void epilogue_backward(epilogue_act act, std::int64_t m, std::int64_t n, float const* gy, float const* yz, float* g, float* bias_grad) override {
     detail::epilogue_backward<float>(act, m, n, gy, yz, g, bias_grad);

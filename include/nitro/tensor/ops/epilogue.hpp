@@ -10,7 +10,7 @@
 #pragma once
 
 #include "nitro/tensor/epilogue.hpp"
-#include "nitro/tensor/ops/elementwise.hpp"  // gelu_fn: the exact GELU and its derivative
+#include "nitro/tensor/ops/elementwise_eigen.hpp"  // gelu_fn: the exact GELU and its derivative
 
 #include <type_traits>  // remove_cvref
 

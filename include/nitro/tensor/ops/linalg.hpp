@@ -1,6 +1,7 @@
-// nitro/tensor/ops/linalg.hpp — matrix products and transposes (Eigen's GEMM on the CPU).
+// nitro/tensor/ops/linalg.hpp — matrix products and transposes, on the step's kernels (gemm, transpose).
 #pragma once
 
+#include "nitro/tensor/backend.hpp"
 #include "nitro/tensor/detail/record.hpp"
 
 namespace nitro {
@@ -13,16 +14,16 @@ basic_tensor<T> matmul(basic_tensor<T> const& a, basic_tensor<T> const& b) {
                 "pass [m, k] and [k, n] matrices");
   const std::int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   basic_tensor<T> y = detail::make_output<T>(shape{m, n}, detail::needs_grad(a, b));
-  detail::mat_map<T>(y.data(), m, n).noalias() = detail::cmat_map<T>(a.data(), m, k) * detail::cmat_map<T>(b.data(), k, n);
+  device_ops* ops = &detail::active_ops();
+  ops->gemm(false, false, m, n, k, T(1), a.data(), m, b.data(), k, T(0), y.data(), m);
   if (y.requires_grad()) {
     T const* ad = a.data(); T const* bd = b.data();
     int av = a.var(), bv = b.var(), yv = y.var();
     detail::active_tape().record([=](tape& t) {
       T const* gy = t.grad_if_any<T>(yv);
       if (!gy) return;
-      auto G = detail::cmat_map<T>(gy, m, n);
-      if (av >= 0) detail::mat_map<T>(t.grad<T>(av), m, k).noalias() += G * detail::cmat_map<T>(bd, k, n).transpose();
-      if (bv >= 0) detail::mat_map<T>(t.grad<T>(bv), k, n).noalias() += detail::cmat_map<T>(ad, m, k).transpose() * G;
+      if (av >= 0) ops->gemm(false, true, m, k, n, T(1), gy, m, bd, k, T(1), t.grad<T>(av), m);   // dA += G B^T
+      if (bv >= 0) ops->gemm(true, false, k, n, m, T(1), ad, m, gy, m, T(1), t.grad<T>(bv), k);   // dB += A^T G
     });
   }
   return y;
@@ -34,13 +35,14 @@ basic_tensor<T> transpose(basic_tensor<T> const& a) {
     throw error("E-SHAPE-009", "transpose: expects a matrix, got shape " + a.shape().to_string(), "reshape to two dimensions first");
   const std::int64_t m = a.size(0), n = a.size(1);
   basic_tensor<T> y = detail::make_output<T>(shape{n, m}, detail::needs_grad(a));
-  detail::mat_map<T>(y.data(), n, m) = detail::cmat_map<T>(a.data(), m, n).transpose();
+  device_ops* ops = &detail::active_ops();
+  ops->transpose(m, n, a.data(), y.data(), false);
   if (y.requires_grad()) {
     int av = a.var(), yv = y.var();
     detail::active_tape().record([=](tape& t) {
       T const* gy = t.grad_if_any<T>(yv);
       if (!gy) return;
-      detail::mat_map<T>(t.grad<T>(av), m, n) += detail::cmat_map<T>(gy, n, m).transpose();
+      ops->transpose(n, m, gy, t.grad<T>(av), true);
     });
   }
   return y;

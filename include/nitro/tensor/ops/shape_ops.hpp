@@ -1,10 +1,10 @@
 // nitro/tensor/ops/shape_ops.hpp — reshaping, flattening, slicing the batch, concatenating
-// features: the operations that move or view data without arithmetic.
+// features: the operations that move or view data without arithmetic (the copies on the step's
+// kernels, device_ops::copy).
 #pragma once
 
+#include "nitro/tensor/backend.hpp"
 #include "nitro/tensor/detail/record.hpp"
-
-#include <cstring>  // memcpy
 
 namespace nitro {
 
@@ -26,14 +26,15 @@ basic_tensor<T> slice_batch(basic_tensor<T> const& x, std::int64_t begin, std::i
                 "pass 0 <= begin <= end <= batch");
   const std::int64_t f = x.rank() <= 1 ? 1 : x.features();
   basic_tensor<T> y = detail::make_output<T>(x.shape().with_last(end - begin), detail::needs_grad(x));
-  std::memcpy(y.data(), x.data() + begin * f, sizeof(T) * static_cast<std::size_t>(f * (end - begin)));
+  const std::int64_t n = f * (end - begin);
+  device_ops* ops = &detail::active_ops();
+  ops->copy(n, 1, x.data() + begin * f, n, y.data(), n, false);
   if (y.requires_grad()) {
     int xv = x.var(), yv = y.var();
-    const std::int64_t n = f * (end - begin);
     detail::active_tape().record([=](tape& t) {
       T const* gy = t.grad_if_any<T>(yv);
       if (!gy) return;
-      detail::flat(t.grad<T>(xv) + begin * f, n) += detail::flat(gy, n);
+      ops->copy(n, 1, gy, n, t.grad<T>(xv) + begin * f, n, true);
     });
   }
   return y;
@@ -47,16 +48,16 @@ basic_tensor<T> concat_features(basic_tensor<T> const& a, basic_tensor<T> const&
                 "concatenate tensors with the same last extent");
   const std::int64_t fa = a.features(), fb = b.features(), B = a.batch();
   basic_tensor<T> y = detail::make_output<T>(shape{fa + fb, B}, detail::needs_grad(a, b));
-  detail::mat_map<T>(y.data(), fa + fb, B).topRows(fa) = detail::cmat_map<T>(a.data(), fa, B);
-  detail::mat_map<T>(y.data(), fa + fb, B).bottomRows(fb) = detail::cmat_map<T>(b.data(), fb, B);
+  device_ops* ops = &detail::active_ops();
+  ops->copy(fa, B, a.data(), fa, y.data(), fa + fb, false);
+  ops->copy(fb, B, b.data(), fb, y.data() + fa, fa + fb, false);
   if (y.requires_grad()) {
     int av = a.var(), bv = b.var(), yv = y.var();
     detail::active_tape().record([=](tape& t) {
       T const* gy = t.grad_if_any<T>(yv);
       if (!gy) return;
-      auto G = detail::cmat_map<T>(gy, fa + fb, B);
-      if (av >= 0) detail::mat_map<T>(t.grad<T>(av), fa, B) += G.topRows(fa);
-      if (bv >= 0) detail::mat_map<T>(t.grad<T>(bv), fb, B) += G.bottomRows(fb);
+      if (av >= 0) ops->copy(fa, B, gy, fa + fb, t.grad<T>(av), fa, true);
+      if (bv >= 0) ops->copy(fb, B, gy + fa, fa + fb, t.grad<T>(bv), fb, true);
     });
   }
   return y;

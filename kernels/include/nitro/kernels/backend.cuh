@@ -19,6 +19,9 @@
 // so a batch tensor stays valid until the next to_device of the same field. Buffers grow at the
 // first batch (or a larger one) and are reused afterwards: no allocation per step.
 //
+// Memory: memory() is the device_memory (kernels/memory.cuh) a step arena on this GPU takes its
+// chunks from, its zeros and fills queued on the compute stream.
+//
 // Device scalars: mirror_scalars copies the host block (the handle's, or a nitro::cuda::scalar_block)
 // into a pinned buffer and queues its copy to the device block on the compute stream, in order with
 // the step's kernels; it skips the copy when nothing changed. Kernels read values through
@@ -27,6 +30,7 @@
 
 #include "nitro/core/error.hpp"
 #include "nitro/kernels/dense_lt.cuh"
+#include "nitro/kernels/memory.cuh"
 #include "nitro/tensor/backend.hpp"
 #include "nitro/tensor/cuda/runtime.cuh"
 #include "nitro/tensor/device.hpp"
@@ -67,6 +71,7 @@ class cuda_backend {
     cuda::device_scope on(m_device);
     m_compute = std::make_unique<cuda::stream>();
     m_copy = std::make_unique<cuda::stream>();
+    m_memory = std::make_unique<cuda::stream_memory>(m_device, m_compute->get());
     for (int i = 0; i < scalar_ring; ++i) m_scalar_ready.emplace_back();
   }
   cuda_backend(cuda_backend const&) = delete;
@@ -80,6 +85,8 @@ class cuda_backend {
   int device_id() const noexcept { return m_device; }
   cudaStream_t compute() const noexcept { return m_compute->get(); }
   cudaStream_t copy() const noexcept { return m_copy->get(); }
+  // Device memory for a step arena, zeroed, filled and copied in order on the compute stream.
+  cuda::stream_memory& memory() const noexcept { return *m_memory; }
   // Waits for everything queued on both streams.
   void synchronize() const {
     cuda::device_scope on(m_device);
@@ -117,7 +124,7 @@ class cuda_backend {
     c.transfers += 1;
     c.bytes += static_cast<std::int64_t>(bytes);
     basic_tensor<T> d(reinterpret_cast<T*>(s.dev.data()), host.shape());
-    d.set_device(device_kind::cuda);
+    d.set_memory(m_memory.get());
     return d;
   }
 
@@ -219,6 +226,7 @@ class cuda_backend {
   int m_device;
   int m_depth;
   std::unique_ptr<cuda::stream> m_compute, m_copy;
+  std::unique_ptr<cuda::stream_memory> m_memory;  // on the compute stream
   std::vector<std::unique_ptr<ring>> m_rings;
   std::map<std::string, transfer_count, std::less<>> m_counts;
 
