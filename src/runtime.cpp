@@ -85,7 +85,13 @@ template void detail::transpose<double>(std::int64_t, std::int64_t, double const
   template void reduce<T>(reduce_op, reduction, T const*, T*);                                           \
   template void reduce_backward<T>(reduce_op, reduction, T const*, T const*, T const*, T*);              \
   template void softmax<T>(bool, std::int64_t, std::int64_t, T const*, T*);                              \
-  template void softmax_backward<T>(bool, std::int64_t, std::int64_t, T const*, T const*, T*);
+  template void softmax_backward<T>(bool, std::int64_t, std::int64_t, T const*, T const*, T*);               \
+  template void cross_entropy<T>(std::int64_t, std::int64_t, T const*, T const*, bool, T, T*, T*);          \
+  template void cross_entropy_backward<T>(std::int64_t, std::int64_t, T const*, T const*, bool, T, T const*, T*); \
+  template void squared_error<T>(std::int64_t, T const*, T const*, T*);                                     \
+  template void squared_error_backward<T>(std::int64_t, T const*, T const*, T const*, T*, T*);              \
+  template void binary_cross_entropy<T>(std::int64_t, T const*, T const*, T*);                              \
+  template void binary_cross_entropy_backward<T>(std::int64_t, T const*, T const*, T const*, T*, T*);
 NITRO_DETAIL_KERNELS(float)
 NITRO_DETAIL_KERNELS(double)
 #undef NITRO_DETAIL_KERNELS

@@ -377,6 +377,100 @@ TEST_CASE("copy kernels: strided blocks and transposes, written and accumulated,
   for (float* p : owned) mem.deallocate(p, 0);
 }
 
+TEST_CASE("loss kernels: cross-entropy (class indices and soft targets, smoothed), squared error, binary cross-entropy, each way, equal the CPU's") {
+  nitro::cuda_backend be;
+  cu::stream_memory& mem = be.memory();
+  auto& cpu = nitro::cpu::ops::instance();
+  nitro::rng g(13);
+  std::vector<float*> owned;
+  auto dev = [&](std::vector<float> const& h) {
+    auto* p = static_cast<float*>(mem.allocate(std::max<std::size_t>(h.size(), 1) * sizeof(float), 256));
+    mem.copy_from_host(p, h.data(), h.size() * sizeof(float));
+    owned.push_back(p);
+    return p;
+  };
+  auto host = [&](float const* p, std::size_t n) {
+    std::vector<float> h(n);
+    mem.copy_to_host(h.data(), p, n * sizeof(float));
+    return h;
+  };
+  const std::vector<float> gloss{1.75f};
+  float* dgl = dev(gloss);
+  // columns: fewer than a block's threads, and many more (each thread then sums several)
+  for (auto [C, B] : {std::pair<std::int64_t, std::int64_t>{10, 128}, {10, 1000}, {96, 2048}, {3, 1}})
+    for (bool indices : {true, false})
+      for (float s : {0.0f, 0.1f}) {
+        const std::size_t n = std::size_t(C * B);
+        std::vector<float> x = random_vector(n, g, -6, 6), t(indices ? std::size_t(B) : n);
+        for (std::size_t i = 0; i < t.size(); ++i) t[i] = indices ? float(g.uniform(0, 1) * double(C) * 0.999) : float(g.uniform(0, 1));
+        if (indices)
+          for (auto& v : t) v = std::floor(v);
+        std::vector<float> p(n), loss(1), gx(n, 0.5f);
+        cpu.cross_entropy(C, B, x.data(), t.data(), indices, s, p.data(), loss.data());
+        cpu.cross_entropy_backward(C, B, p.data(), t.data(), indices, s, gloss.data(), gx.data());
+        float* dx = dev(x); float* dt = dev(t); float* dp = dev(std::vector<float>(n)); float* dl = dev(std::vector<float>(1));
+        float* dgx = dev(std::vector<float>(n, 0.5f));
+        cu::cross_entropy<float>(be.compute(), C, B, dx, dt, indices, s, dp, dl);
+        cu::cross_entropy_backward<float>(be.compute(), C, B, dp, dt, indices, s, dgl, dgx);
+        const double el = max_rel_error(host(dl, 1).data(), loss.data(), 1), ep = max_rel_error(host(dp, n).data(), p.data(), n),
+                     eg = max_rel_error(host(dgx, n).data(), gx.data(), n);
+        std::printf("  cross_entropy %3lld x %-5lld %-7s s=%.1f  loss %.2e  softmax %.2e  backward %.2e\n", (long long)C, (long long)B,
+                    indices ? "indices" : "soft", double(s), el, ep, eg);
+        CHECK(el < 1e-5);
+        CHECK(ep < 1e-5);
+        CHECK(eg < 1e-5);
+      }
+  for (std::int64_t n : {std::int64_t(1), std::int64_t(255), std::int64_t(100000)})
+    for (bool bce : {false, true}) {
+      const std::size_t m = std::size_t(n);
+      std::vector<float> a = random_vector(m, g, -5, 5), b = random_vector(m, g, 0, 1), loss(1), ga(m, 0.5f), gb(m, -0.5f);
+      if (bce) {
+        cpu.binary_cross_entropy(n, a.data(), b.data(), loss.data());
+        cpu.binary_cross_entropy_backward(n, a.data(), b.data(), gloss.data(), ga.data(), gb.data());
+      } else {
+        cpu.squared_error(n, a.data(), b.data(), loss.data());
+        cpu.squared_error_backward(n, a.data(), b.data(), gloss.data(), ga.data(), gb.data());
+      }
+      float* da = dev(a); float* db = dev(b); float* dl = dev(std::vector<float>(1));
+      float* dga = dev(std::vector<float>(m, 0.5f)); float* dgb = dev(std::vector<float>(m, -0.5f));
+      if (bce) {
+        cu::binary_cross_entropy<float>(be.compute(), n, da, db, dl);
+        cu::binary_cross_entropy_backward<float>(be.compute(), n, da, db, dgl, dga, dgb);
+      } else {
+        cu::squared_error<float>(be.compute(), n, da, db, dl);
+        cu::squared_error_backward<float>(be.compute(), n, da, db, dgl, dga, dgb);
+      }
+      const double el = max_rel_error(host(dl, 1).data(), loss.data(), 1), ea = max_rel_error(host(dga, m).data(), ga.data(), m),
+                   eb = max_rel_error(host(dgb, m).data(), gb.data(), m);
+      std::printf("  %-20s n=%-7lld loss %.2e  backward %.2e / %.2e\n", bce ? "binary_cross_entropy" : "squared_error", (long long)n, el, ea, eb);
+      CHECK(el < 1e-5);
+      CHECK(ea < 1e-5);
+      CHECK(eb < 1e-5);
+    }
+  // a class index outside [0, C): the loss is NaN and the flag says why (metric_sums::check: E-LOSS-003)
+  {
+    std::vector<float> x = random_vector(20, g), t{1, 7};
+    auto* flags = static_cast<unsigned*>(mem.allocate(sizeof(unsigned), 256));
+    mem.zero(flags, sizeof(unsigned));
+    float* dl = dev(std::vector<float>(1));
+    cu::cross_entropy<float>(be.compute(), 10, 2, dev(x), dev(t), true, 0.0f, dev(std::vector<float>(20)), dl, flags);
+    unsigned f = 0;
+    mem.copy_to_host(&f, flags, sizeof(unsigned));
+    CHECK(std::isnan(host(dl, 1)[0]));
+    cu::metric_sums sums;
+    sums.flags = f;
+    std::string code;
+    try {
+      sums.check();
+    } catch (nitro::error const& e) {
+      code = e.code();
+    }
+    CHECK(code == "E-LOSS-003");
+    mem.deallocate(flags, 0);
+  }
+  for (float* p : owned) mem.deallocate(p, 0);
+}
+
 TEST_CASE("fused MLP kernels and the cuBLASLt path equal the CPU backend") {
   compare_program<cu::dense_path::fused_fp32>("fashion_mlp 784-128-128-10 relu", fashion_model(), 300, 1e-4, false);
   compare_program<cu::dense_path::fused_tf32>("fashion_mlp 784-128-128-10 relu", fashion_model(), 300, 3e-2, true);

@@ -22,7 +22,7 @@ using D = nitro::basic_tensor<double>;
 struct counting_ops final : nitro::device_ops {
   std::atomic<int> gemms{0}, regions{0}, fused{0}, epilogue_backwards{0}, attentions{0}, attention_backwards{0};
   std::atomic<int> maps{0}, map_backwards{0}, binaries{0}, binary_backwards{0}, reductions{0}, reduction_backwards{0}, softmaxes{0},
-      softmax_backwards{0}, copies{0}, transposes{0};
+      softmax_backwards{0}, copies{0}, transposes{0}, losses{0}, loss_backwards{0};
   nitro::device_kind device() const noexcept override { return nitro::device_kind::cpu; }
   char const* name() const noexcept override { return "counting"; }
   void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, float const* a, std::int64_t lda, float const* b,
@@ -121,6 +121,56 @@ struct counting_ops final : nitro::device_ops {
   void softmax_backward(bool log, std::int64_t rows, std::int64_t cols, double const* y, double const* gy, double* gx) override {
     ++softmax_backwards;
     nitro::cpu::ops::instance().softmax_backward(log, rows, cols, y, gy, gx);
+  }
+  void cross_entropy(std::int64_t C, std::int64_t B, float const* x, float const* t, bool ix, float s, float* p, float* l) override {
+    ++losses;
+    nitro::cpu::ops::instance().cross_entropy(C, B, x, t, ix, s, p, l);
+  }
+  void cross_entropy(std::int64_t C, std::int64_t B, double const* x, double const* t, bool ix, double s, double* p, double* l) override {
+    ++losses;
+    nitro::cpu::ops::instance().cross_entropy(C, B, x, t, ix, s, p, l);
+  }
+  void cross_entropy_backward(std::int64_t C, std::int64_t B, float const* p, float const* t, bool ix, float s, float const* gl,
+                              float* g) override {
+    ++loss_backwards;
+    nitro::cpu::ops::instance().cross_entropy_backward(C, B, p, t, ix, s, gl, g);
+  }
+  void cross_entropy_backward(std::int64_t C, std::int64_t B, double const* p, double const* t, bool ix, double s, double const* gl,
+                              double* g) override {
+    ++loss_backwards;
+    nitro::cpu::ops::instance().cross_entropy_backward(C, B, p, t, ix, s, gl, g);
+  }
+  void squared_error(std::int64_t n, float const* a, float const* b, float* l) override {
+    ++losses;
+    nitro::cpu::ops::instance().squared_error(n, a, b, l);
+  }
+  void squared_error(std::int64_t n, double const* a, double const* b, double* l) override {
+    ++losses;
+    nitro::cpu::ops::instance().squared_error(n, a, b, l);
+  }
+  void squared_error_backward(std::int64_t n, float const* a, float const* b, float const* gl, float* ga, float* gb) override {
+    ++loss_backwards;
+    nitro::cpu::ops::instance().squared_error_backward(n, a, b, gl, ga, gb);
+  }
+  void squared_error_backward(std::int64_t n, double const* a, double const* b, double const* gl, double* ga, double* gb) override {
+    ++loss_backwards;
+    nitro::cpu::ops::instance().squared_error_backward(n, a, b, gl, ga, gb);
+  }
+  void binary_cross_entropy(std::int64_t n, float const* x, float const* t, float* l) override {
+    ++losses;
+    nitro::cpu::ops::instance().binary_cross_entropy(n, x, t, l);
+  }
+  void binary_cross_entropy(std::int64_t n, double const* x, double const* t, double* l) override {
+    ++losses;
+    nitro::cpu::ops::instance().binary_cross_entropy(n, x, t, l);
+  }
+  void binary_cross_entropy_backward(std::int64_t n, float const* x, float const* t, float const* gl, float* gx, float* gt) override {
+    ++loss_backwards;
+    nitro::cpu::ops::instance().binary_cross_entropy_backward(n, x, t, gl, gx, gt);
+  }
+  void binary_cross_entropy_backward(std::int64_t n, double const* x, double const* t, double const* gl, double* gx, double* gt) override {
+    ++loss_backwards;
+    nitro::cpu::ops::instance().binary_cross_entropy_backward(n, x, t, gl, gx, gt);
   }
   void copy(std::int64_t r, std::int64_t c, float const* s, std::int64_t ls, float* d, std::int64_t ld, bool acc) override {
     ++copies;
@@ -316,6 +366,77 @@ TEST_CASE("backend seam: softmax, log-softmax, logsumexp, max, argmax and sums a
       for (int k = 0; k < 4; ++k) t += x[i + 5 * k + 20 * b];
       CHECK(s1[i + 5 * b] == doctest::Approx(t).epsilon(1e-14));
     }
+}
+
+TEST_CASE("backend seam: the three losses, forward and backward, run on the step context's kernels, with the gradient they define") {
+  counting_ops ops;
+  nitro::arena mem;
+  nitro::tape tp(mem);
+  nitro::step_context ctx{&mem, &tp, true, 1, 0, &ops};
+  D x = filled({4, 3}, 0.3), soft = filled({4, 3}, 0.1), idx = D::owned({3}), y = filled({4, 3}, 0.2);
+  idx[0] = 2; idx[1] = 0; idx[2] = 3;
+  for (std::int64_t i = 0; i < soft.numel(); ++i) soft[i] = 0.1 + 0.05 * double(i % 4);
+  std::vector<double> gx(12), gy(12);
+  double ce_index = 0, ce_soft = 0, sq = 0, bce = 0;
+  {
+    nitro::context_scope scope(ctx);
+    x.set_var(tp.leaf(gx.data(), sizeof(double) * 12));
+    y.set_var(tp.leaf(gy.data(), sizeof(double) * 12));
+    D a = nitro::nn::logitcrossentropy(x, idx, 0.1);
+    D b = nitro::nn::logitcrossentropy(x, soft);
+    D c = nitro::nn::mse(x, y);
+    D d = nitro::nn::logitbinarycrossentropy(x, y);
+    ce_index = a[0]; ce_soft = b[0]; sq = c[0]; bce = d[0];
+    D l = a + b * 2.0 + c * 3.0 + d * 5.0;
+    tp.backward<double>(l.var(), 1.0);
+  }
+  CHECK(int(ops.losses) == 4);
+  CHECK(int(ops.loss_backwards) == 4);
+  // the values and the gradients against tensor/loss.hpp's one-column and one-element definitions
+  double want_index = 0, want_soft = 0, want_sq = 0, want_bce = 0;
+  std::vector<double> wgx(12, 0.0), wgy(12, 0.0), p(4);
+  const double on = 0.9, off = 0.1 / 4;
+  for (int c = 0; c < 3; ++c) {
+    want_index += nitro::loss::cross_entropy_column(&x[4 * c], 4, static_cast<double const*>(nullptr), std::int64_t(idx[c]), on, off, p.data()) / 3;
+    nitro::loss::cross_entropy_column_backward(p.data(), 4, static_cast<double const*>(nullptr), std::int64_t(idx[c]), on, off, 1.0 / 3, &wgx[4 * c]);
+    want_soft += nitro::loss::cross_entropy_column(&x[4 * c], 4, &soft[4 * c], -1, 1.0, 0.0, p.data()) / 3;
+    nitro::loss::cross_entropy_column_backward(p.data(), 4, &soft[4 * c], -1, 1.0, 0.0, 2.0 / 3, &wgx[4 * c]);
+  }
+  for (int i = 0; i < 12; ++i) {
+    want_sq += nitro::loss::squared_error(x[i], y[i]) / 12;
+    want_bce += nitro::loss::binary_cross_entropy(x[i], y[i]) / 12;
+    wgx[i] += 3.0 / 12 * nitro::loss::squared_error_da(x[i], y[i]) + 5.0 / 12 * nitro::loss::binary_cross_entropy_dx(x[i], y[i]);
+    wgy[i] += -3.0 / 12 * nitro::loss::squared_error_da(x[i], y[i]) + 5.0 / 12 * nitro::loss::binary_cross_entropy_dt(x[i], y[i]);
+  }
+  CHECK(ce_index == doctest::Approx(want_index).epsilon(1e-14));
+  CHECK(ce_soft == doctest::Approx(want_soft).epsilon(1e-14));
+  CHECK(sq == doctest::Approx(want_sq).epsilon(1e-14));
+  CHECK(bce == doctest::Approx(want_bce).epsilon(1e-14));
+  for (int i = 0; i < 12; ++i) {
+    CHECK(gx[std::size_t(i)] == doctest::Approx(wgx[std::size_t(i)]).epsilon(1e-13));
+    CHECK(gy[std::size_t(i)] == doctest::Approx(wgy[std::size_t(i)]).epsilon(1e-13));
+  }
+  // and by finite differences, through the public losses (the CPU's kernels outside a step)
+  auto total = [&](D const& xs) {
+    return nitro::nn::logitcrossentropy(xs, idx, 0.1)[0] + 2 * nitro::nn::logitcrossentropy(xs, soft)[0] + 3 * nitro::nn::mse(xs, y)[0] +
+           5 * nitro::nn::logitbinarycrossentropy(xs, y)[0];
+  };
+  for (int i = 0; i < 12; ++i) {
+    D xp = D::owned({4, 3}), xm = D::owned({4, 3});
+    for (int j = 0; j < 12; ++j) xp[j] = xm[j] = x[j];
+    xp[i] += 1e-6;
+    xm[i] -= 1e-6;
+    CHECK(gx[std::size_t(i)] == doctest::Approx((total(xp) - total(xm)) / 2e-6).epsilon(1e-6));
+  }
+  // a class index outside [0, C) is the kernel's E-LOSS-003
+  idx[1] = 4;
+  std::string code;
+  try {
+    (void)nitro::nn::logitcrossentropy(x, idx);
+  } catch (nitro::error const& e) {
+    code = e.code();
+  }
+  CHECK(code == "E-LOSS-003");
 }
 
 TEST_CASE("backend seam: slices, concatenations and transposes copy on the step context's kernels, and their gradients land back") {

@@ -6,16 +6,18 @@
 //                                                  when the loss runs, so a schedule reaches it)
 //   mse(pred, target)                              mean squared error
 //   logitbinarycrossentropy(logits, target)        sigmoid + binary cross-entropy, stable
-// Every loss is a mean over all samples (and, for mse/bce, all elements), as in PyTorch.
+// Every loss is a mean over all samples (and, for mse/bce, all elements), as in PyTorch. Here the
+// arguments are checked; the step's backend computes the loss and its gradient (device_ops:
+// cross_entropy, squared_error, binary_cross_entropy; tensor/loss.hpp), on whatever memory the
+// step runs on. correct_count, what the metrics count, reads host memory.
 #pragma once
 
 #include "nitro/core/markers.hpp"
 #include "nitro/core/runtime.hpp"
+#include "nitro/tensor/backend.hpp"
 #include "nitro/tensor/detail/record.hpp"
 
-#include <cmath>    // exp, log
 #include <cstdint>  // int64_t
-#include <limits>   // lowest
 
 namespace nitro::nn {
 
@@ -54,58 +56,17 @@ basic_tensor<T> logitcrossentropy_at(basic_tensor<T> const& logits, basic_tensor
     throw error("E-LOSS-002", "logitcrossentropy: label smoothing " + std::to_string(double(s)) + " is outside [0, 1]",
                 "use a smoothing between 0 and 1 (0.05 or 0.1 are common)");
   basic_tensor<T> y = make_output<T>(shape{}, needs_grad(logits));
-  // p = softmax(logits) per column, kept for the backward pass
-  basic_tensor<T> p = basic_tensor<T>::empty(logits.shape());
-  T const* x = logits.data();
-  T const* t = target.data();
-  T* pd = p.data();
-  const T off = s / static_cast<T>(C), on = T(1) - s;
-  T total = 0;
-  for (std::int64_t c = 0; c < B; ++c) {
-    T const* xc = x + c * C;
-    T* pc = pd + c * C;
-    T m = std::numeric_limits<T>::lowest();
-    for (std::int64_t i = 0; i < C; ++i) m = xc[i] > m ? xc[i] : m;
-    T z = 0;
-    for (std::int64_t i = 0; i < C; ++i) { pc[i] = std::exp(xc[i] - m); z += pc[i]; }
-    const T lz = m + std::log(z), inv = T(1) / z;
-    for (std::int64_t i = 0; i < C; ++i) pc[i] *= inv;
-    if (indices) {
-      const std::int64_t k = static_cast<std::int64_t>(t[c]);
-      if (k < 0 || k >= C)
-        throw error("E-LOSS-003", "logitcrossentropy: class index " + std::to_string(k) + " is outside [0, " + std::to_string(C) + ")",
-                    "class indices count from 0 to classes - 1");
-      T l = 0;
-      for (std::int64_t i = 0; i < C; ++i) l -= ((i == k ? on : T(0)) + off) * (xc[i] - lz);
-      total += l;
-    } else {
-      T const* tc = t + c * C;
-      T l = 0;
-      for (std::int64_t i = 0; i < C; ++i) l -= (on * tc[i] + off) * (xc[i] - lz);
-      total += l;
-    }
-  }
-  y[0] = B ? total / static_cast<T>(B) : T(0);
+  basic_tensor<T> p = basic_tensor<T>::empty(logits.shape());  // the softmax, kept for the backward pass
+  device_ops* ops = &active_ops();
+  ops->cross_entropy(C, B, logits.data(), target.data(), indices, s, p.data(), y.data());
   if (y.requires_grad()) {
+    T const* pd = p.data();
+    T const* td = target.data();
     int lv = logits.var(), yv = y.var();
     active_tape().record([=](tape& tp) {
       T const* gy = tp.grad_if_any<T>(yv);
       if (!gy) return;
-      T* g = tp.grad<T>(lv);
-      const T scale = gy[0] / static_cast<T>(B);
-      for (std::int64_t c = 0; c < B; ++c) {
-        T const* pc = pd + c * C;
-        T* gc = g + c * C;
-        if (indices) {
-          const std::int64_t k = static_cast<std::int64_t>(t[c]);
-          for (std::int64_t i = 0; i < C; ++i) gc[i] += scale * (pc[i] - (i == k ? on : T(0)) - off);
-        } else {
-          T const* tc = t + c * C;
-          T tsum = 0;
-          for (std::int64_t i = 0; i < C; ++i) tsum += on * tc[i] + off;
-          for (std::int64_t i = 0; i < C; ++i) gc[i] += scale * (tsum * pc[i] - (on * tc[i] + off));
-        }
-      }
+      ops->cross_entropy_backward(C, B, pd, td, indices, s, gy, tp.grad<T>(lv));
     });
   }
   return y;
@@ -119,16 +80,15 @@ basic_tensor<T> mse(basic_tensor<T> const& pred, basic_tensor<T> const& target) 
                 "pass tensors of the same shape");
   const std::int64_t n = pred.numel();
   basic_tensor<T> y = make_output<T>(shape{}, needs_grad(pred, target));
-  y[0] = n ? (flat(pred.data(), n) - flat(target.data(), n)).square().sum() / static_cast<T>(n) : T(0);
+  device_ops* ops = &active_ops();
+  ops->squared_error(n, pred.data(), target.data(), y.data());
   if (y.requires_grad()) {
     T const* pd = pred.data(); T const* td = target.data();
     int pv = pred.var(), tv = target.var(), yv = y.var();
     active_tape().record([=](tape& tp) {
       T const* gy = tp.grad_if_any<T>(yv);
       if (!gy) return;
-      const T k = T(2) * gy[0] / static_cast<T>(n);
-      if (pv >= 0) flat(tp.grad<T>(pv), n) += (flat(pd, n) - flat(td, n)) * k;
-      if (tv >= 0) flat(tp.grad<T>(tv), n) -= (flat(pd, n) - flat(td, n)) * k;
+      ops->squared_error_backward(n, pd, td, gy, pv >= 0 ? tp.grad<T>(pv) : nullptr, tv >= 0 ? tp.grad<T>(tv) : nullptr);
     });
   }
   return y;
@@ -142,19 +102,15 @@ basic_tensor<T> logitbinarycrossentropy(basic_tensor<T> const& logits, basic_ten
                 "pass targets of the logits' shape, with values in [0, 1]");
   const std::int64_t n = logits.numel();
   basic_tensor<T> y = make_output<T>(shape{}, needs_grad(logits, target));
-  auto X = flat(logits.data(), n);
-  auto Tg = flat(target.data(), n);
-  // max(x, 0) - x t + log(1 + exp(-|x|))
-  y[0] = n ? (X.max(T(0)) - X * Tg + (-(X.abs())).exp().log1p()).sum() / static_cast<T>(n) : T(0);
+  device_ops* ops = &active_ops();
+  ops->binary_cross_entropy(n, logits.data(), target.data(), y.data());
   if (y.requires_grad()) {
     T const* xd = logits.data(); T const* td = target.data();
     int lv = logits.var(), tv = target.var(), yv = y.var();
     active_tape().record([=](tape& tp) {
       T const* gy = tp.grad_if_any<T>(yv);
       if (!gy) return;
-      const T k = gy[0] / static_cast<T>(n);
-      if (lv >= 0) flat(tp.grad<T>(lv), n) += (flat(xd, n).logistic() - flat(td, n)) * k;
-      if (tv >= 0) flat(tp.grad<T>(tv), n) -= flat(xd, n) * k;
+      ops->binary_cross_entropy_backward(n, xd, td, gy, lv >= 0 ? tp.grad<T>(lv) : nullptr, tv >= 0 ? tp.grad<T>(tv) : nullptr);
     });
   }
   return y;

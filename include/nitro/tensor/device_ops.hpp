@@ -7,10 +7,10 @@
 // running, e.g. a layer called from a test) for memory (the step arena's chunks), products (and
 // matmul's), products with their bias and activation fused (the dense layer's forward and
 // backward), element-wise maps and broadcast arithmetic, reductions and softmax (each forward and
-// backward), copies between shapes (slices, concatenations, transposes), causal attention (forward
-// and backward), parallel regions.
-// The other ops (losses, norms, dropout, embedding, pooling, convolution's chunks) compute on host
-// memory with Eigen inside the CPU's own regions. A backend (tensor/cpu/backend.hpp, the
+// backward), the losses (forward and backward), copies between shapes (slices, concatenations,
+// transposes), causal attention (forward and backward), parallel regions.
+// The other ops (norms, dropout, embedding, pooling, convolution's chunks, the metrics' counts)
+// compute on host memory with Eigen inside the CPU's own regions. A backend (tensor/cpu/backend.hpp, the
 // reference) implements this table once; the handle installs its backend's table in every step and
 // evaluation context. A virtual call per product or parallel region: nothing next to the work.
 #pragma once
@@ -18,6 +18,7 @@
 #include "nitro/tensor/device.hpp"
 #include "nitro/tensor/elementwise.hpp"
 #include "nitro/tensor/epilogue.hpp"
+#include "nitro/tensor/loss.hpp"
 #include "nitro/tensor/memory.hpp"
 #include "nitro/tensor/reduction.hpp"
 
@@ -117,6 +118,30 @@ class device_ops {
   virtual void softmax(bool log, std::int64_t rows, std::int64_t cols, double const* x, double* y) = 0;
   virtual void softmax_backward(bool log, std::int64_t rows, std::int64_t cols, float const* y, float const* gy, float* gx) = 0;
   virtual void softmax_backward(bool log, std::int64_t rows, std::int64_t cols, double const* y, double const* gy, double* gx) = 0;
+
+  // Losses (tensor/loss.hpp), each a mean written to loss[0]; the backward reads the loss's
+  // gradient through a pointer (gloss[0], in the backend's memory) and adds into the inputs'
+  // gradients (a null one is skipped). Cross-entropy: logits [C, B], target [C, B] or B class
+  // indices (`indices`), label smoothing s; p [C, B] receives the softmax the backward reads.
+  virtual void cross_entropy(std::int64_t C, std::int64_t B, float const* logits, float const* target, bool indices, float smoothing,
+                             float* p, float* loss) = 0;
+  virtual void cross_entropy(std::int64_t C, std::int64_t B, double const* logits, double const* target, bool indices, double smoothing,
+                             double* p, double* loss) = 0;
+  virtual void cross_entropy_backward(std::int64_t C, std::int64_t B, float const* p, float const* target, bool indices, float smoothing,
+                                      float const* gloss, float* glogits) = 0;
+  virtual void cross_entropy_backward(std::int64_t C, std::int64_t B, double const* p, double const* target, bool indices,
+                                      double smoothing, double const* gloss, double* glogits) = 0;
+  // Squared error of a against b over n elements; sigmoid + binary cross-entropy of logits x
+  // against targets t.
+  virtual void squared_error(std::int64_t n, float const* a, float const* b, float* loss) = 0;
+  virtual void squared_error(std::int64_t n, double const* a, double const* b, double* loss) = 0;
+  virtual void squared_error_backward(std::int64_t n, float const* a, float const* b, float const* gloss, float* ga, float* gb) = 0;
+  virtual void squared_error_backward(std::int64_t n, double const* a, double const* b, double const* gloss, double* ga, double* gb) = 0;
+  virtual void binary_cross_entropy(std::int64_t n, float const* x, float const* t, float* loss) = 0;
+  virtual void binary_cross_entropy(std::int64_t n, double const* x, double const* t, double* loss) = 0;
+  virtual void binary_cross_entropy_backward(std::int64_t n, float const* x, float const* t, float const* gloss, float* gx, float* gt) = 0;
+  virtual void binary_cross_entropy_backward(std::int64_t n, double const* x, double const* t, double const* gloss, double* gx,
+                                             double* gt) = 0;
 
   // Copies between shapes, column-major: dst[i + j ld_dst] = src[i + j ld_src] for i < rows, j <
   // cols (accumulate: +=), the slices and concatenations and their backward; and dst (n x m) =

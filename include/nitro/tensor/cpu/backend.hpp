@@ -5,8 +5,9 @@
 // declares never moved). Products are nitro's own GEMM (cpu/gemm.hpp: AVX-512 or AVX2+FMA,
 // whichever this CPU has, found at run time; Eigen's otherwise), their epilogues one Eigen pass
 // (tensor/ops/epilogue.hpp), element-wise maps and broadcast arithmetic Eigen's arrays
-// (cpu/elementwise.hpp), reductions and softmax loops (cpu/reduction.hpp), copies Eigen's, attention in tiles (cpu/attention.hpp), parallel regions the process's
-// thread pool (cpu/thread_pool.hpp).
+// (cpu/elementwise.hpp), reductions and softmax loops (cpu/reduction.hpp), the losses column
+// loops and Eigen sums (cpu/loss.hpp), copies Eigen's, attention in tiles (cpu/attention.hpp),
+// parallel regions the process's thread pool (cpu/thread_pool.hpp).
 #pragma once
 
 #include "nitro/core/runtime.hpp"
@@ -14,6 +15,7 @@
 #include "nitro/tensor/cpu/elementwise.hpp"
 #include "nitro/tensor/cpu/reduction.hpp"
 #include "nitro/tensor/cpu/gemm.hpp"
+#include "nitro/tensor/cpu/loss.hpp"
 #include "nitro/tensor/cpu/thread_pool.hpp"
 #include "nitro/tensor/device_ops.hpp"
 #include "nitro/tensor/ops/epilogue.hpp"
@@ -173,6 +175,39 @@ class ops : public device_ops {
   }
   void softmax_backward(bool log, std::int64_t rows, std::int64_t cols, double const* y, double const* gy, double* gx) override {
     cpu::softmax_backward(log, rows, cols, y, gy, gx);
+  }
+  void cross_entropy(std::int64_t C, std::int64_t B, float const* x, float const* t, bool indices, float s, float* p, float* loss) override {
+    cpu::cross_entropy(C, B, x, t, indices, s, p, loss);
+  }
+  void cross_entropy(std::int64_t C, std::int64_t B, double const* x, double const* t, bool indices, double s, double* p,
+                     double* loss) override {
+    cpu::cross_entropy(C, B, x, t, indices, s, p, loss);
+  }
+  void cross_entropy_backward(std::int64_t C, std::int64_t B, float const* p, float const* t, bool indices, float s, float const* gl,
+                              float* g) override {
+    cpu::cross_entropy_backward(C, B, p, t, indices, s, gl, g);
+  }
+  void cross_entropy_backward(std::int64_t C, std::int64_t B, double const* p, double const* t, bool indices, double s, double const* gl,
+                              double* g) override {
+    cpu::cross_entropy_backward(C, B, p, t, indices, s, gl, g);
+  }
+  void squared_error(std::int64_t n, float const* a, float const* b, float* loss) override { cpu::squared_error(n, a, b, loss); }
+  void squared_error(std::int64_t n, double const* a, double const* b, double* loss) override { cpu::squared_error(n, a, b, loss); }
+  void squared_error_backward(std::int64_t n, float const* a, float const* b, float const* gl, float* ga, float* gb) override {
+    cpu::squared_error_backward(n, a, b, gl, ga, gb);
+  }
+  void squared_error_backward(std::int64_t n, double const* a, double const* b, double const* gl, double* ga, double* gb) override {
+    cpu::squared_error_backward(n, a, b, gl, ga, gb);
+  }
+  void binary_cross_entropy(std::int64_t n, float const* x, float const* t, float* loss) override { cpu::binary_cross_entropy(n, x, t, loss); }
+  void binary_cross_entropy(std::int64_t n, double const* x, double const* t, double* loss) override {
+    cpu::binary_cross_entropy(n, x, t, loss);
+  }
+  void binary_cross_entropy_backward(std::int64_t n, float const* x, float const* t, float const* gl, float* gx, float* gt) override {
+    cpu::binary_cross_entropy_backward(n, x, t, gl, gx, gt);
+  }
+  void binary_cross_entropy_backward(std::int64_t n, double const* x, double const* t, double const* gl, double* gx, double* gt) override {
+    cpu::binary_cross_entropy_backward(n, x, t, gl, gx, gt);
   }
   void copy(std::int64_t rows, std::int64_t cols, float const* src, std::int64_t ld_src, float* dst, std::int64_t ld_dst, bool accumulate) override {
     detail::copy(rows, cols, src, ld_src, dst, ld_dst, accumulate);

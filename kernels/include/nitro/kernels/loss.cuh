@@ -1,22 +1,34 @@
-// nitro/kernels/loss.cuh — the fused loss: softmax cross-entropy with label smoothing read from the
-// device-scalar block, its gradient, and the metric sums, in one pass over the logits.
+// nitro/kernels/loss.cuh — the losses on the GPU.
 //
-//   nitro::cuda::softmax_xent(logits, C, B, target, target_is_index, smoothing_ref, scalars,
-//                             dlogits /*or null*/, sums /*device metric_sums*/, stream);
+// The kernels table's losses (device_ops::cross_entropy, squared_error, binary_cross_entropy and
+// their backward; tensor/loss.hpp says what each computes and holds the arithmetic of one column or
+// element, which these kernels run):
 //
-// One thread per sample (C is small: the classes). The gradient is of the batch mean, as
-// nitro::nn::logitcrossentropy's. The sums (loss, correct, samples) accumulate on the device across
-// batches and are read once per epoch, so a training step never waits for the host. A smoothing
-// outside [0, 1] or a class index outside [0, C) sets a flag in the sums instead of computing
-// garbage; metric_sums::check() turns the flag into the CPU backend's error (E-LOSS-002/-003).
+//   nitro::cuda::cross_entropy<float>(stream, C, B, logits, target, indices, s, p, loss, flags);
+//   nitro::cuda::cross_entropy_backward<float>(stream, C, B, p, target, indices, s, gloss, glogits);
+//   nitro::cuda::squared_error<float>(stream, n, a, b, loss);  ... binary_cross_entropy ...
+//
+// A mean is one block's: its threads sum their share in order and combine in a fixed tree, so a
+// loss has the same bits on every run; the backward reads the loss's gradient through a pointer
+// (no host sync). A class index outside [0, C) cannot throw from a kernel: it makes the loss NaN
+// (a non-finite loss, where a run's divergence check stops it) and, given `flags`, ors metric_sums::bad_index into
+// it, which metric_sums::check() turns into the CPU's E-LOSS-003.
+//
+// The fused program's loss: softmax cross-entropy with label smoothing read from the device-scalar
+// block, its gradient, and the metric sums, in one pass over the logits.
 #pragma once
 
 #include "nitro/core/error.hpp"
+#include "nitro/kernels/reduction.cuh"  // block_combine
+#include "nitro/tensor/loss.hpp"
 #include "nitro/tensor/cuda/pointwise.hpp"
 #include "nitro/tensor/cuda/runtime.cuh"
 #include "nitro/tensor/cuda/scalars.hpp"
 
 #include <cuda_runtime.h>
+
+#include <cstdint>  // int64_t
+#include <limits>   // quiet_NaN
 
 namespace nitro::cuda {
 
@@ -116,6 +128,109 @@ inline void softmax_xent(float const* logits, int C, long long B, float const* t
   if (target_is_index) kernels::softmax_xent_batch<true><<<blocks, 256, 0, s>>>(logits, C, B, target, smoothing, scalars, dlogits, sums);
   else kernels::softmax_xent_batch<false><<<blocks, 256, 0, s>>>(logits, C, B, target, smoothing, scalars, dlogits, sums);
   check_launch("nitro::cuda::kernels::softmax_xent_batch");
+}
+
+// ---- the kernels table's losses ---------------------------------------------------------------------
+namespace detail {
+
+template <class T>
+__global__ void cross_entropy_columns(std::int64_t C, std::int64_t B, T const* x, T const* t, bool indices, T on, T off, T* p, T* loss,
+                                      unsigned* flags) {
+  __shared__ T shared[reduce_threads];
+  T part = T(0);
+  for (std::int64_t c = threadIdx.x; c < B; c += reduce_threads) {
+    const std::int64_t k = indices ? static_cast<std::int64_t>(t[c]) : -1;
+    T const* tc = indices ? nullptr : t + c * C;
+    const T l = ::nitro::loss::cross_entropy_column(x + c * C, C, tc, k, on, off, p + c * C);
+    if (indices && (k < 0 || k >= C)) {
+      part += std::numeric_limits<T>::quiet_NaN();
+      if (flags) atomicOr(flags, metric_sums::bad_index);
+    } else {
+      part += l;
+    }
+  }
+  const T total = block_combine(part, false, shared);
+  if (threadIdx.x == 0) loss[0] = B ? total / static_cast<T>(B) : T(0);
+}
+
+template <class T>
+__global__ void cross_entropy_columns_backward(std::int64_t C, std::int64_t B, T const* p, T const* t, bool indices, T on, T off,
+                                               T const* gloss, T* g) {
+  const T scale = gloss[0] / static_cast<T>(B);
+  for (std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; c < B;
+       c += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    ::nitro::loss::cross_entropy_column_backward(p + c * C, C, indices ? nullptr : t + c * C,
+                                                 indices ? static_cast<std::int64_t>(t[c]) : std::int64_t(-1), on, off, scale, g + c * C);
+}
+
+// The mean over n elements of squared_error (bce: false) or binary_cross_entropy (bce: true).
+template <class T>
+__global__ void elementwise_mean_loss(bool bce, std::int64_t n, T const* a, T const* b, T* loss) {
+  __shared__ T shared[reduce_threads];
+  T part = T(0);
+  for (std::int64_t i = threadIdx.x; i < n; i += reduce_threads)
+    part += bce ? ::nitro::loss::binary_cross_entropy(a[i], b[i]) : ::nitro::loss::squared_error(a[i], b[i]);
+  const T total = block_combine(part, false, shared);
+  if (threadIdx.x == 0) loss[0] = n ? total / static_cast<T>(n) : T(0);
+}
+
+template <class T>
+__global__ void elementwise_mean_loss_backward(bool bce, std::int64_t n, T const* a, T const* b, T const* gloss, T* ga, T* gb) {
+  const T k = (bce ? T(1) : T(2)) * gloss[0] / static_cast<T>(n);
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    if (bce) {
+      if (ga) ga[i] += (::nitro::elementwise::sigmoid(a[i]) - b[i]) * k;
+      if (gb) gb[i] -= a[i] * k;
+    } else {
+      const T d = (a[i] - b[i]) * k;
+      if (ga) ga[i] += d;
+      if (gb) gb[i] -= d;
+    }
+  }
+}
+
+}  // namespace detail
+
+// logits [C, B]; target [C, B] or B class indices (`indices`); p [C, B] receives the softmax and
+// loss[0] the mean over the columns; flags (device, may be null) learns of a bad class index.
+template <class T>
+void cross_entropy(cudaStream_t s, std::int64_t C, std::int64_t B, T const* logits, T const* target, bool indices, T smoothing, T* p, T* loss,
+                   unsigned* flags = nullptr) {
+  const T off = smoothing / static_cast<T>(C), on = T(1) - smoothing;
+  detail::cross_entropy_columns<T><<<1, detail::reduce_threads, 0, s>>>(C, B, logits, target, indices, on, off, p, loss, flags);
+  NITRO_CUDA_CHECK(cudaGetLastError());
+}
+template <class T>
+void cross_entropy_backward(cudaStream_t s, std::int64_t C, std::int64_t B, T const* p, T const* target, bool indices, T smoothing,
+                            T const* gloss, T* glogits) {
+  if (B <= 0) return;
+  const T off = smoothing / static_cast<T>(C), on = T(1) - smoothing;
+  detail::cross_entropy_columns_backward<T><<<detail::blocks_of(B, 256, 4096), 256, 0, s>>>(C, B, p, target, indices, on, off, gloss, glogits);
+  NITRO_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T>
+void squared_error(cudaStream_t s, std::int64_t n, T const* a, T const* b, T* loss) {
+  detail::elementwise_mean_loss<T><<<1, detail::reduce_threads, 0, s>>>(false, n, a, b, loss);
+  NITRO_CUDA_CHECK(cudaGetLastError());
+}
+template <class T>
+void squared_error_backward(cudaStream_t s, std::int64_t n, T const* a, T const* b, T const* gloss, T* ga, T* gb) {
+  if (n <= 0) return;
+  detail::elementwise_mean_loss_backward<T><<<detail::blocks_of(n, 256, 4096), 256, 0, s>>>(false, n, a, b, gloss, ga, gb);
+  NITRO_CUDA_CHECK(cudaGetLastError());
+}
+template <class T>
+void binary_cross_entropy(cudaStream_t s, std::int64_t n, T const* x, T const* t, T* loss) {
+  detail::elementwise_mean_loss<T><<<1, detail::reduce_threads, 0, s>>>(true, n, x, t, loss);
+  NITRO_CUDA_CHECK(cudaGetLastError());
+}
+template <class T>
+void binary_cross_entropy_backward(cudaStream_t s, std::int64_t n, T const* x, T const* t, T const* gloss, T* gx, T* gt) {
+  if (n <= 0) return;
+  detail::elementwise_mean_loss_backward<T><<<detail::blocks_of(n, 256, 4096), 256, 0, s>>>(true, n, x, t, gloss, gx, gt);
+  NITRO_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace nitro::cuda
