@@ -174,6 +174,29 @@ auto smooth_model() {
   return chain(dense<40, 32>(gelu), dense<32, 32>(gelu), dense<32, 32>(gelu), dense<32, 5>(nitro::nn::tanh));
 }
 
+// Host vectors copied to the device for one case, and read back; each freed with the case.
+struct device_vectors {
+  cu::stream_memory& mem;
+  std::vector<float*> owned;
+  explicit device_vectors(cu::stream_memory& m) : mem(m) {}
+  device_vectors(device_vectors const&) = delete;
+  device_vectors& operator=(device_vectors const&) = delete;
+  ~device_vectors() {
+    for (float* p : owned) mem.deallocate(p, 0);
+  }
+  float* operator()(std::vector<float> const& h) {
+    auto* p = static_cast<float*>(mem.allocate(std::max<std::size_t>(h.size(), 1) * sizeof(float), 256));
+    owned.push_back(p);
+    mem.copy_from_host(p, h.data(), h.size() * sizeof(float));
+    return p;
+  }
+  std::vector<float> host(float const* p, std::size_t n) const {
+    std::vector<float> h(n);
+    mem.copy_to_host(h.data(), p, n * sizeof(float));
+    return h;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("a step arena on the device: tensors, gradients and seeds live on the GPU, the tape's closures on the host") {
@@ -225,17 +248,8 @@ TEST_CASE("element-wise kernels: every map and binary op, forward and backward, 
   cu::stream_memory& mem = be.memory();
   auto& cpu = nitro::cpu::ops::instance();
   nitro::rng g(11);
-  auto dev = [&](std::vector<float> const& h) {
-    auto* p = static_cast<float*>(mem.allocate(std::max<std::size_t>(h.size(), 1) * sizeof(float), 256));
-    mem.copy_from_host(p, h.data(), h.size() * sizeof(float));
-    return p;
-  };
-  auto host = [&](float const* p, std::size_t n) {
-    std::vector<float> h(n);
-    mem.copy_to_host(h.data(), p, n * sizeof(float));
-    return h;
-  };
-  std::vector<float*> owned;
+  device_vectors dev(mem);
+  auto host = [&dev](float const* p, std::size_t n) { return dev.host(p, n); };
   constexpr std::size_t n = 4099;  // not a multiple of a block
   std::vector<float> x = random_vector(n, g, -3, 3), pos = random_vector(n, g, 0.05, 3), gy = random_vector(n, g);
   for (auto op : {nitro::map_op::exp, nitro::map_op::log, nitro::map_op::sqrt, nitro::map_op::square, nitro::map_op::abs,
@@ -248,7 +262,6 @@ TEST_CASE("element-wise kernels: every map and binary op, forward and backward, 
     cpu.map(op, std::int64_t(n), a, b, in.data(), y.data());
     cpu.map_backward(op, std::int64_t(n), a, b, in.data(), y.data(), gy.data(), gx.data());
     float* dx = dev(in); float* dy = dev(std::vector<float>(n)); float* dg = dev(gy); float* dgx = dev(std::vector<float>(n, 0.5f));
-    owned.insert(owned.end(), {dx, dy, dg, dgx});
     cu::map<float>(be.compute(), op, std::int64_t(n), a, b, dx, dy);
     cu::map_backward<float>(be.compute(), op, std::int64_t(n), a, b, dx, dy, dg, dgx);
     const auto y_gpu = host(dy, n), gx_gpu = host(dgx, n);
@@ -270,7 +283,6 @@ TEST_CASE("element-wise kernels: every map and binary op, forward and backward, 
       cpu.binary_backward(op, p, a.data(), b.data(), go.data(), ga.data(), gb.data());
       float* da = dev(a); float* db = dev(b); float* dy = dev(std::vector<float>(na)); float* dgo = dev(go);
       float* dga = dev(std::vector<float>(na, 0.25f)); float* dgb = dev(std::vector<float>(nb, 0.25f));
-      owned.insert(owned.end(), {da, db, dy, dgo, dga, dgb});
       cu::binary<float>(be.compute(), op, p, da, db, dy);
       cu::binary_backward<float>(be.compute(), op, p, da, db, dgo, dga, dgb);
       const double ey = max_rel_error(host(dy, na).data(), y.data(), na);
@@ -281,7 +293,6 @@ TEST_CASE("element-wise kernels: every map and binary op, forward and backward, 
       CHECK(eb < 1e-5);
     }
   }
-  for (float* p : owned) mem.deallocate(p, 0);
 }
 
 TEST_CASE("reduction kernels: sum, max, logsumexp, argmax along each dimension, and softmax, forward and backward, equal the CPU's") {
@@ -289,18 +300,8 @@ TEST_CASE("reduction kernels: sum, max, logsumexp, argmax along each dimension, 
   cu::stream_memory& mem = be.memory();
   auto& cpu = nitro::cpu::ops::instance();
   nitro::rng g(12);
-  std::vector<float*> owned;
-  auto dev = [&](std::vector<float> const& h) {
-    auto* p = static_cast<float*>(mem.allocate(std::max<std::size_t>(h.size(), 1) * sizeof(float), 256));
-    mem.copy_from_host(p, h.data(), h.size() * sizeof(float));
-    owned.push_back(p);
-    return p;
-  };
-  auto host = [&](float const* p, std::size_t n) {
-    std::vector<float> h(n);
-    mem.copy_to_host(h.data(), p, n * sizeof(float));
-    return h;
-  };
+  device_vectors dev(mem);
+  auto host = [&dev](float const* p, std::size_t n) { return dev.host(p, n); };
   // a short extent (a thread per output) and a long one (a block per output), each dimension
   for (shape s : {shape{7, 9, 5}, shape{300, 6, 4}, shape{3, 700, 2}, shape{5000}}) {
     const std::size_t n = std::size_t(s.numel());
@@ -335,7 +336,6 @@ TEST_CASE("reduction kernels: sum, max, logsumexp, argmax along each dimension, 
       CHECK(ey < 1e-5);
       CHECK(eg < 1e-5);
     }
-  for (float* p : owned) mem.deallocate(p, 0);
 }
 
 TEST_CASE("copy kernels: strided blocks and transposes, written and accumulated, equal the CPU's") {
@@ -343,18 +343,8 @@ TEST_CASE("copy kernels: strided blocks and transposes, written and accumulated,
   cu::stream_memory& mem = be.memory();
   auto& cpu = nitro::cpu::ops::instance();
   nitro::rng g(13);
-  std::vector<float*> owned;
-  auto dev = [&](std::vector<float> const& h) {
-    auto* p = static_cast<float*>(mem.allocate(std::max<std::size_t>(h.size(), 1) * sizeof(float), 256));
-    mem.copy_from_host(p, h.data(), h.size() * sizeof(float));
-    owned.push_back(p);
-    return p;
-  };
-  auto host = [&](float const* p, std::size_t n) {
-    std::vector<float> h(n);
-    mem.copy_to_host(h.data(), p, n * sizeof(float));
-    return h;
-  };
+  device_vectors dev(mem);
+  auto host = [&dev](float const* p, std::size_t n) { return dev.host(p, n); };
   for (bool accumulate : {false, true}) {
     // rows 37 of a source with 50 per column into a destination with 70 per column, 9 columns
     std::vector<float> src = random_vector(50 * 9, g), dst = random_vector(70 * 9, g);
@@ -374,7 +364,6 @@ TEST_CASE("copy kernels: strided blocks and transposes, written and accumulated,
       CHECK(e < 1e-6);
     }
   }
-  for (float* p : owned) mem.deallocate(p, 0);
 }
 
 TEST_CASE("loss kernels: cross-entropy (class indices and soft targets, smoothed), squared error, binary cross-entropy, each way, equal the CPU's") {
@@ -382,18 +371,8 @@ TEST_CASE("loss kernels: cross-entropy (class indices and soft targets, smoothed
   cu::stream_memory& mem = be.memory();
   auto& cpu = nitro::cpu::ops::instance();
   nitro::rng g(13);
-  std::vector<float*> owned;
-  auto dev = [&](std::vector<float> const& h) {
-    auto* p = static_cast<float*>(mem.allocate(std::max<std::size_t>(h.size(), 1) * sizeof(float), 256));
-    mem.copy_from_host(p, h.data(), h.size() * sizeof(float));
-    owned.push_back(p);
-    return p;
-  };
-  auto host = [&](float const* p, std::size_t n) {
-    std::vector<float> h(n);
-    mem.copy_to_host(h.data(), p, n * sizeof(float));
-    return h;
-  };
+  device_vectors dev(mem);
+  auto host = [&dev](float const* p, std::size_t n) { return dev.host(p, n); };
   const std::vector<float> gloss{1.75f};
   float* dgl = dev(gloss);
   // columns: fewer than a block's threads, and many more (each thread then sums several)
@@ -468,7 +447,6 @@ TEST_CASE("loss kernels: cross-entropy (class indices and soft targets, smoothed
     CHECK(code == "E-LOSS-003");
     mem.deallocate(flags, 0);
   }
-  for (float* p : owned) mem.deallocate(p, 0);
 }
 
 TEST_CASE("fused MLP kernels and the cuBLASLt path equal the CPU backend") {
