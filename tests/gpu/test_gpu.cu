@@ -197,6 +197,15 @@ struct device_vectors {
   }
 };
 
+// What a kernel case compares: the CUDA backend's kernels against the CPU's, on vectors copied over.
+struct kernel_case {
+  nitro::cuda_backend be;
+  cu::stream_memory& mem = be.memory();
+  nitro::cpu::ops& cpu = nitro::cpu::ops::instance();
+  device_vectors dev{mem};
+  std::vector<float> host(float const* p, std::size_t n) const { return dev.host(p, n); }
+};
+
 }  // namespace
 
 TEST_CASE("a step arena on the device: tensors, gradients and seeds live on the GPU, the tape's closures on the host") {
@@ -243,13 +252,8 @@ TEST_CASE("a step arena on the device: tensors, gradients and seeds live on the 
   CHECK(data.bytes_in_use() == 0);
 }
 
-TEST_CASE("element-wise kernels: every map and binary op, forward and backward, flat and broadcast, equal the CPU's") {
-  nitro::cuda_backend be;
-  cu::stream_memory& mem = be.memory();
-  auto& cpu = nitro::cpu::ops::instance();
+TEST_CASE_FIXTURE(kernel_case, "element-wise kernels: every map and binary op, forward and backward, flat and broadcast, equal the CPU's") {
   nitro::rng g(11);
-  device_vectors dev(mem);
-  auto host = [&dev](float const* p, std::size_t n) { return dev.host(p, n); };
   constexpr std::size_t n = 4099;  // not a multiple of a block
   std::vector<float> x = random_vector(n, g, -3, 3), pos = random_vector(n, g, 0.05, 3), gy = random_vector(n, g);
   for (auto op : {nitro::map_op::exp, nitro::map_op::log, nitro::map_op::sqrt, nitro::map_op::square, nitro::map_op::abs,
@@ -295,13 +299,8 @@ TEST_CASE("element-wise kernels: every map and binary op, forward and backward, 
   }
 }
 
-TEST_CASE("reduction kernels: sum, max, logsumexp, argmax along each dimension, and softmax, forward and backward, equal the CPU's") {
-  nitro::cuda_backend be;
-  cu::stream_memory& mem = be.memory();
-  auto& cpu = nitro::cpu::ops::instance();
+TEST_CASE_FIXTURE(kernel_case, "reduction kernels: sum, max, logsumexp, argmax along each dimension, and softmax, forward and backward, equal the CPU's") {
   nitro::rng g(12);
-  device_vectors dev(mem);
-  auto host = [&dev](float const* p, std::size_t n) { return dev.host(p, n); };
   // a short extent (a thread per output) and a long one (a block per output), each dimension
   for (shape s : {shape{7, 9, 5}, shape{300, 6, 4}, shape{3, 700, 2}, shape{5000}}) {
     const std::size_t n = std::size_t(s.numel());
@@ -338,13 +337,8 @@ TEST_CASE("reduction kernels: sum, max, logsumexp, argmax along each dimension, 
     }
 }
 
-TEST_CASE("copy kernels: strided blocks and transposes, written and accumulated, equal the CPU's") {
-  nitro::cuda_backend be;
-  cu::stream_memory& mem = be.memory();
-  auto& cpu = nitro::cpu::ops::instance();
+TEST_CASE_FIXTURE(kernel_case, "copy kernels: strided blocks and transposes, written and accumulated, equal the CPU's") {
   nitro::rng g(13);
-  device_vectors dev(mem);
-  auto host = [&dev](float const* p, std::size_t n) { return dev.host(p, n); };
   for (bool accumulate : {false, true}) {
     // rows 37 of a source with 50 per column into a destination with 70 per column, 9 columns
     std::vector<float> src = random_vector(50 * 9, g), dst = random_vector(70 * 9, g);
@@ -366,13 +360,8 @@ TEST_CASE("copy kernels: strided blocks and transposes, written and accumulated,
   }
 }
 
-TEST_CASE("loss kernels: cross-entropy (class indices and soft targets, smoothed), squared error, binary cross-entropy, each way, equal the CPU's") {
-  nitro::cuda_backend be;
-  cu::stream_memory& mem = be.memory();
-  auto& cpu = nitro::cpu::ops::instance();
+TEST_CASE_FIXTURE(kernel_case, "loss kernels: cross-entropy (class indices and soft targets, smoothed), squared error, binary cross-entropy, each way, equal the CPU's") {
   nitro::rng g(13);
-  device_vectors dev(mem);
-  auto host = [&dev](float const* p, std::size_t n) { return dev.host(p, n); };
   const std::vector<float> gloss{1.75f};
   float* dgl = dev(gloss);
   // columns: fewer than a block's threads, and many more (each thread then sums several)

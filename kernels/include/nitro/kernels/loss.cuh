@@ -210,27 +210,32 @@ void cross_entropy_backward(cudaStream_t s, std::int64_t C, std::int64_t B, T co
   NITRO_CUDA_CHECK(cudaGetLastError());
 }
 
+namespace detail {
+// The squared error's (bce: false) or the binary cross-entropy's mean, and its backward.
 template <class T>
-void squared_error(cudaStream_t s, std::int64_t n, T const* a, T const* b, T* loss) {
-  detail::elementwise_mean_loss<T><<<1, detail::reduce_threads, 0, s>>>(false, n, a, b, loss);
+void mean_loss(cudaStream_t s, bool bce, std::int64_t n, T const* a, T const* b, T* loss) {
+  elementwise_mean_loss<T><<<1, reduce_threads, 0, s>>>(bce, n, a, b, loss);
   NITRO_CUDA_CHECK(cudaGetLastError());
 }
+template <class T>
+void mean_loss_backward(cudaStream_t s, bool bce, std::int64_t n, T const* a, T const* b, T const* gloss, T* ga, T* gb) {
+  if (n <= 0) return;
+  elementwise_mean_loss_backward<T><<<blocks_of(n, 256, 4096), 256, 0, s>>>(bce, n, a, b, gloss, ga, gb);
+  NITRO_CUDA_CHECK(cudaGetLastError());
+}
+}  // namespace detail
+
+template <class T>
+void squared_error(cudaStream_t s, std::int64_t n, T const* a, T const* b, T* loss) { detail::mean_loss(s, false, n, a, b, loss); }
 template <class T>
 void squared_error_backward(cudaStream_t s, std::int64_t n, T const* a, T const* b, T const* gloss, T* ga, T* gb) {
-  if (n <= 0) return;
-  detail::elementwise_mean_loss_backward<T><<<detail::blocks_of(n, 256, 4096), 256, 0, s>>>(false, n, a, b, gloss, ga, gb);
-  NITRO_CUDA_CHECK(cudaGetLastError());
+  detail::mean_loss_backward(s, false, n, a, b, gloss, ga, gb);
 }
 template <class T>
-void binary_cross_entropy(cudaStream_t s, std::int64_t n, T const* x, T const* t, T* loss) {
-  detail::elementwise_mean_loss<T><<<1, detail::reduce_threads, 0, s>>>(true, n, x, t, loss);
-  NITRO_CUDA_CHECK(cudaGetLastError());
-}
+void binary_cross_entropy(cudaStream_t s, std::int64_t n, T const* x, T const* t, T* loss) { detail::mean_loss(s, true, n, x, t, loss); }
 template <class T>
 void binary_cross_entropy_backward(cudaStream_t s, std::int64_t n, T const* x, T const* t, T const* gloss, T* gx, T* gt) {
-  if (n <= 0) return;
-  detail::elementwise_mean_loss_backward<T><<<detail::blocks_of(n, 256, 4096), 256, 0, s>>>(true, n, x, t, gloss, gx, gt);
-  NITRO_CUDA_CHECK(cudaGetLastError());
+  detail::mean_loss_backward(s, true, n, x, t, gloss, gx, gt);
 }
 
 }  // namespace nitro::cuda
