@@ -13,6 +13,7 @@
 
 #include "nitro/core/error.hpp"
 #include "nitro/core/runtime.hpp"
+#include "nitro/tensor/cpu/elementwise.hpp"  // detail::flat
 #include "nitro/tensor/loss.hpp"
 
 #include <Eigen/Core>
@@ -23,9 +24,6 @@
 namespace nitro::cpu {
 
 namespace detail {
-template <class T> inline Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> loss_values(T const* p, std::int64_t n) { return {p, n}; }
-template <class T> inline Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> loss_values(T* p, std::int64_t n) { return {p, n}; }
-
 // Column c's class index, checked.
 template <class T>
 std::int64_t class_index(T const* target, std::int64_t c, std::int64_t C) {
@@ -63,31 +61,31 @@ void cross_entropy_backward(std::int64_t C, std::int64_t B, T const* p, T const*
 // loss[0] = mean (a - b)^2; ga += 2 gloss (a - b) / n, gb -= the same (either may be null).
 template <class T>
 void squared_error(std::int64_t n, T const* a, T const* b, T* loss) {
-  using detail::loss_values;
-  loss[0] = n ? (loss_values(a, n) - loss_values(b, n)).square().sum() / static_cast<T>(n) : T(0);
+  using detail::flat;
+  loss[0] = n ? (flat(a, n) - flat(b, n)).square().sum() / static_cast<T>(n) : T(0);
 }
 template <class T>
 void squared_error_backward(std::int64_t n, T const* a, T const* b, T const* gloss, T* ga, T* gb) {
-  using detail::loss_values;
+  using detail::flat;
   const T k = T(2) * gloss[0] / static_cast<T>(n);
-  if (ga) loss_values(ga, n) += (loss_values(a, n) - loss_values(b, n)) * k;
-  if (gb) loss_values(gb, n) -= (loss_values(a, n) - loss_values(b, n)) * k;
+  if (ga) flat(ga, n) += (flat(a, n) - flat(b, n)) * k;
+  if (gb) flat(gb, n) -= (flat(a, n) - flat(b, n)) * k;
 }
 
 // loss[0] = mean of sigmoid + binary cross-entropy of logits x and targets t; gx += gloss
 // (sigmoid(x) - t) / n, gt -= gloss x / n (either may be null).
 template <class T>
 void binary_cross_entropy(std::int64_t n, T const* x, T const* t, T* loss) {
-  using detail::loss_values;
-  auto X = loss_values(x, n);
-  loss[0] = n ? (X.max(T(0)) - X * loss_values(t, n) + (-(X.abs())).exp().log1p()).sum() / static_cast<T>(n) : T(0);
+  using detail::flat;
+  auto X = flat(x, n);
+  loss[0] = n ? (X.max(T(0)) - X * flat(t, n) + (-(X.abs())).exp().log1p()).sum() / static_cast<T>(n) : T(0);
 }
 template <class T>
 void binary_cross_entropy_backward(std::int64_t n, T const* x, T const* t, T const* gloss, T* gx, T* gt) {
-  using detail::loss_values;
+  using detail::flat;
   const T k = gloss[0] / static_cast<T>(n);
-  if (gx) loss_values(gx, n) += (loss_values(x, n).logistic() - loss_values(t, n)) * k;
-  if (gt) loss_values(gt, n) -= loss_values(x, n) * k;
+  if (gx) flat(gx, n) += (flat(x, n).logistic() - flat(t, n)) * k;
+  if (gt) flat(gt, n) -= flat(x, n) * k;
 }
 
 #if NITRO_RUNTIME_EXTERN
