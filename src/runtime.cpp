@@ -91,7 +91,8 @@ template void detail::transpose<double>(std::int64_t, std::int64_t, double const
   template void squared_error<T>(std::int64_t, T const*, T const*, T*);                                     \
   template void squared_error_backward<T>(std::int64_t, T const*, T const*, T const*, T*, T*);              \
   template void binary_cross_entropy<T>(std::int64_t, T const*, T const*, T*);                              \
-  template void binary_cross_entropy_backward<T>(std::int64_t, T const*, T const*, T const*, T*, T*);
+  template void binary_cross_entropy_backward<T>(std::int64_t, T const*, T const*, T const*, T*, T*);              \
+  template void classification_counts<T>(std::int64_t, std::int64_t, T const*, T const*, bool, T*, T*);
 NITRO_DETAIL_KERNELS(float)
 NITRO_DETAIL_KERNELS(double)
 #undef NITRO_DETAIL_KERNELS

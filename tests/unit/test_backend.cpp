@@ -22,7 +22,7 @@ using D = nitro::basic_tensor<double>;
 struct counting_ops final : nitro::device_ops {
   std::atomic<int> gemms{0}, regions{0}, fused{0}, epilogue_backwards{0}, attentions{0}, attention_backwards{0};
   std::atomic<int> maps{0}, map_backwards{0}, binaries{0}, binary_backwards{0}, reductions{0}, reduction_backwards{0}, softmaxes{0},
-      softmax_backwards{0}, copies{0}, transposes{0}, losses{0}, loss_backwards{0};
+      softmax_backwards{0}, copies{0}, transposes{0}, losses{0}, loss_backwards{0}, counts{0};
   nitro::device_kind device() const noexcept override { return nitro::device_kind::cpu; }
   char const* name() const noexcept override { return "counting"; }
   void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, float const* a, std::int64_t lda, float const* b,
@@ -171,6 +171,14 @@ struct counting_ops final : nitro::device_ops {
   void binary_cross_entropy_backward(std::int64_t n, double const* x, double const* t, double const* gl, double* gx, double* gt) override {
     ++loss_backwards;
     nitro::cpu::ops::instance().binary_cross_entropy_backward(n, x, t, gl, gx, gt);
+  }
+  void classification_counts(std::int64_t C, std::int64_t B, float const* x, float const* t, bool idx, float* right, float* cm) override {
+    ++counts;
+    nitro::cpu::ops::instance().classification_counts(C, B, x, t, idx, right, cm);
+  }
+  void classification_counts(std::int64_t C, std::int64_t B, double const* x, double const* t, bool idx, double* right, double* cm) override {
+    ++counts;
+    nitro::cpu::ops::instance().classification_counts(C, B, x, t, idx, right, cm);
   }
   void copy(std::int64_t r, std::int64_t c, float const* s, std::int64_t ls, float* d, std::int64_t ld, bool acc) override {
     ++copies;
@@ -437,6 +445,42 @@ TEST_CASE("backend seam: the three losses, forward and backward, run on the step
     code = e.code();
   }
   CHECK(code == "E-LOSS-003");
+}
+
+TEST_CASE("backend seam: the metrics' counts (accuracy, the confusion matrix) run on the step context's kernels, inside the step's arena") {
+  counting_ops ops;
+  nitro::arena mem;
+  nitro::tape tp(mem);
+  nitro::step_context ctx{&mem, &tp, false, 1, 0, &ops};
+  // 5 columns of 3 classes; column 3 ties classes 0 and 2 (the first wins), column 4's index is 7
+  D x = D::from({0.1, 0.9, 0.2,  2.0, -1.0, 0.5,  0.3, 0.3, 0.8,  0.7, 0.1, 0.7,  0.0, 1.0, 0.0}, {3, 5});
+  D idx = D::from({1, 0, 1, 2, 7}, {5});
+  D soft = D::from({0.1, 0.8, 0.1,  0.6, 0.2, 0.2,  0.2, 0.1, 0.7,  0.4, 0.4, 0.2,  0.3, 0.3, 0.4}, {3, 5});
+  double by_index = 0, by_soft = 0;
+  std::vector<double> cm;
+  {
+    nitro::context_scope scope(ctx);
+    const std::size_t before = mem.bytes_in_use();
+    by_index = nitro::nn::correct_count(x, idx);
+    by_soft = nitro::nn::correct_count(x, soft);
+    D m = nitro::nn::confusion_matrix(x, idx);
+    CHECK(mem.bytes_in_use() > before);  // the counter and the matrix: the step's arena, not the heap
+    cm = m.to_vector();
+  }
+  CHECK(int(ops.counts) == 3);
+  CHECK(by_index == 2);  // columns 0 (class 1) and 1 (class 0); column 3 predicts 0, not 2
+  CHECK(by_soft == 4);   // columns 0 to 3: column 3's target ties 0 and 1 (the first wins), as its logits do
+  // (true, predicted), column-major; column 4's true class 7 is outside [0, 3): not counted
+  const std::vector<double> want{/*pred 0*/ 1, 0, 1, /*pred 1*/ 0, 1, 0, /*pred 2*/ 0, 1, 0};
+  CHECK(cm == want);
+  // outside a step: the CPU's kernels, the same counts
+  CHECK(nitro::nn::correct_count(x, idx) == 2);
+  CHECK(nitro::nn::confusion_matrix(x, idx).to_vector() == want);
+  // against tensor/loss.hpp's definitions, column by column
+  double want_soft = 0;
+  for (int c = 0; c < 5; ++c)
+    want_soft += nitro::loss::argmax_column(&x[3 * c], 3) == nitro::loss::target_class(&soft[0], false, c, 3) ? 1 : 0;
+  CHECK(by_soft == want_soft);
 }
 
 TEST_CASE("backend seam: slices, concatenations and transposes copy on the step context's kernels, and their gradients land back") {

@@ -39,14 +39,8 @@ basic_tensor<T> confusion_matrix(basic_tensor<T> const& logits, basic_tensor<T> 
   const std::int64_t C = logits.rank() <= 1 ? logits.numel() : logits.shape()[0];
   const std::int64_t B = C == 0 ? 0 : logits.numel() / C;
   const bool indices = !(target.shape() == logits.shape());
-  basic_tensor<T> m = basic_tensor<T>::empty(shape{C, C});
-  T* cm = m.data();
-  for (std::int64_t k = 0; k < C * C; ++k) cm[k] = T(0);
-  for (std::int64_t c = 0; c < B; ++c) {
-    const std::int64_t predicted = detail::argmax_column(logits.data() + c * C, C);
-    const std::int64_t truth = detail::target_class(target, indices, c, C);
-    if (truth >= 0 && truth < C) cm[truth + predicted * C] += T(1);  // column-major: (i, j) at i + j * C
-  }
+  basic_tensor<T> m = basic_tensor<T>::full(shape{C, C}, T(0));  // column-major: (i, j) at i + j * C
+  nitro::detail::active_ops().classification_counts(C, B, logits.data(), target.data(), indices, static_cast<T*>(nullptr), m.data());
   return m;
 }
 

@@ -9,7 +9,7 @@
 // Every loss is a mean over all samples (and, for mse/bce, all elements), as in PyTorch. Here the
 // arguments are checked; the step's backend computes the loss and its gradient (device_ops:
 // cross_entropy, squared_error, binary_cross_entropy; tensor/loss.hpp), on whatever memory the
-// step runs on. correct_count, what the metrics count, reads host memory.
+// step runs on; so does correct_count, what the metrics count.
 #pragma once
 
 #include "nitro/core/markers.hpp"
@@ -117,31 +117,16 @@ basic_tensor<T> logitbinarycrossentropy(basic_tensor<T> const& logits, basic_ten
 }
 
 // How many columns of `logits` have their largest value where `target` does (one-hot/soft target)
-// or at the class index `target` holds. A count, for metrics: acc = correct => samples.
-namespace detail {
-// The index of a column's largest value (the first of equals).
-template <class T>
-std::int64_t argmax_column(T const* x, std::int64_t n) noexcept {
-  std::int64_t best = 0;
-  for (std::int64_t i = 1; i < n; ++i) if (x[i] > x[best]) best = i;
-  return best;
-}
-// Column c's class in `target`: the index it holds, or the largest entry of a one-hot/soft column.
-template <class T>
-std::int64_t target_class(basic_tensor<T> const& target, bool indices, std::int64_t c, std::int64_t C) noexcept {
-  return indices ? static_cast<std::int64_t>(target.data()[c]) : argmax_column(target.data() + c * C, C);
-}
-}  // namespace detail
-
+// or at the class index `target` holds. A count, for metrics: acc = correct => samples. The step's
+// backend counts (device_ops::classification_counts) where the logits are; the count is read back.
 template <class T>
 T correct_count(basic_tensor<T> const& logits, basic_tensor<T> const& target) {
   const std::int64_t C = logits.rank() <= 1 ? logits.numel() : logits.shape()[0];
   const std::int64_t B = C == 0 ? 0 : logits.numel() / C;
   const bool indices = !(target.shape() == logits.shape());
-  T n = 0;
-  for (std::int64_t c = 0; c < B; ++c)
-    n += detail::argmax_column(logits.data() + c * C, C) == detail::target_class(target, indices, c, C) ? T(1) : T(0);
-  return n;
+  basic_tensor<T> n = basic_tensor<T>::full(shape{}, T(0));  // in the step's arena: no allocation per step
+  nitro::detail::active_ops().classification_counts(C, B, logits.data(), target.data(), indices, n.data(), static_cast<T*>(nullptr));
+  return n.item();
 }
 
 }  // namespace nitro::nn

@@ -7,11 +7,11 @@
 // running, e.g. a layer called from a test) for memory (the step arena's chunks), products (and
 // matmul's), products with their bias and activation fused (the dense layer's forward and
 // backward), element-wise maps and broadcast arithmetic, reductions and softmax (each forward and
-// backward), the losses (forward and backward), copies between shapes (slices, concatenations,
-// transposes), causal attention (forward and backward), parallel regions.
-// The other ops (norms, dropout, embedding, pooling, convolution's chunks, the metrics' counts)
-// compute on host memory with Eigen inside the CPU's own regions. A backend (tensor/cpu/backend.hpp, the
-// reference) implements this table once; the handle installs its backend's table in every step and
+// backward), the losses (forward and backward), the metrics' counts, copies between shapes
+// (slices, concatenations, transposes), causal attention (forward and backward), parallel regions.
+// The other ops (norms, dropout, embedding, pooling, convolution's chunks) compute on host memory
+// with Eigen inside the CPU's own regions. A backend (tensor/cpu/backend.hpp, the reference)
+// implements this table once; the handle installs its backend's table in every step and
 // evaluation context. A virtual call per product or parallel region: nothing next to the work.
 #pragma once
 
@@ -142,6 +142,16 @@ class device_ops {
   virtual void binary_cross_entropy_backward(std::int64_t n, float const* x, float const* t, float const* gloss, float* gx, float* gt) = 0;
   virtual void binary_cross_entropy_backward(std::int64_t n, double const* x, double const* t, double const* gloss, double* gx,
                                              double* gt) = 0;
+
+  // The metrics' counts (tensor/loss.hpp: argmax_column, target_class): over B columns of C
+  // logits, with targets as cross_entropy takes them, correct[0] (when not null) += the columns
+  // whose first largest logit is at their true class; confusion ([C, C] column-major, when not
+  // null) += 1 at (true class, predicted class) of each column whose true class is in [0, C).
+  // Both in the backend's memory, summed exactly (counts below 2^24 in float).
+  virtual void classification_counts(std::int64_t C, std::int64_t B, float const* logits, float const* target, bool indices, float* correct,
+                                     float* confusion) = 0;
+  virtual void classification_counts(std::int64_t C, std::int64_t B, double const* logits, double const* target, bool indices,
+                                     double* correct, double* confusion) = 0;
 
   // Copies between shapes, column-major: dst[i + j ld_dst] = src[i + j ld_src] for i < rows, j <
   // cols (accumulate: +=), the slices and concatenations and their backward; and dst (n x m) =

@@ -10,6 +10,9 @@
 // contributes is written once here, NITRO_HD: the CUDA kernels run these functions; the CPU runs
 // the same arithmetic in its own loops (tensor/cpu/loss.hpp) and is tested against them.
 //
+// The metrics' counts (device_ops::classification_counts) compare each column's first largest
+// logit with its target's class, the one definition of "correct" (argmax_column, target_class).
+//
 // Cross-entropy with label smoothing s: the target column becomes w_i = on t_i + off (soft or
 // one-hot t) or (i == k ? on : 0) + off (class index k), with on = 1 - s and off = s / C.
 #pragma once
@@ -70,5 +73,21 @@ NITRO_HD_INLINE T binary_cross_entropy(T x, T t) {
 }
 template <class T> NITRO_HD_INLINE T binary_cross_entropy_dx(T x, T t) { return elementwise::sigmoid(x) - t; }
 template <class T> NITRO_HD_INLINE T binary_cross_entropy_dt(T x, T) { return -x; }
+
+// ---- the metrics' counts ------------------------------------------------------------------------
+// A column's class: the index of its first largest value.
+template <class T>
+NITRO_HD_INLINE std::int64_t argmax_column(T const* x, std::int64_t C) {
+  std::int64_t best = 0;
+  for (std::int64_t i = 1; i < C; ++i)
+    if (x[i] > x[best]) best = i;
+  return best;
+}
+// Column c's true class: the index `target` holds (indices), or the first largest entry of its
+// one-hot/soft column. An index outside [0, C) is returned as it is (no column's prediction).
+template <class T>
+NITRO_HD_INLINE std::int64_t target_class(T const* target, bool indices, std::int64_t c, std::int64_t C) {
+  return indices ? static_cast<std::int64_t>(target[c]) : argmax_column(target + c * C, C);
+}
 
 }  // namespace nitro::loss

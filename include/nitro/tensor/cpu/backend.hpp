@@ -209,6 +209,14 @@ class ops : public device_ops {
   void binary_cross_entropy_backward(std::int64_t n, double const* x, double const* t, double const* gl, double* gx, double* gt) override {
     cpu::binary_cross_entropy_backward(n, x, t, gl, gx, gt);
   }
+  void classification_counts(std::int64_t C, std::int64_t B, float const* logits, float const* target, bool indices, float* correct,
+                             float* confusion) override {
+    cpu::classification_counts(C, B, logits, target, indices, correct, confusion);
+  }
+  void classification_counts(std::int64_t C, std::int64_t B, double const* logits, double const* target, bool indices, double* correct,
+                             double* confusion) override {
+    cpu::classification_counts(C, B, logits, target, indices, correct, confusion);
+  }
   void copy(std::int64_t rows, std::int64_t cols, float const* src, std::int64_t ld_src, float* dst, std::int64_t ld_dst, bool accumulate) override {
     detail::copy(rows, cols, src, ld_src, dst, ld_dst, accumulate);
   }

@@ -1,5 +1,5 @@
 // nitro/tensor/cpu/loss.hpp — the CPU's losses: softmax cross-entropy, squared error, binary
-// cross-entropy, each a mean, forward and backward.
+// cross-entropy, each a mean, forward and backward; and the metrics' counts.
 //
 //   cpu::cross_entropy<float>(C, B, logits, target, /*indices=*/true, s, p, loss);
 //   cpu::cross_entropy_backward<float>(C, B, p, target, true, s, gloss, glogits);     // += ...
@@ -88,6 +88,20 @@ void binary_cross_entropy_backward(std::int64_t n, T const* x, T const* t, T con
   if (gt) flat(gt, n) -= flat(x, n) * k;
 }
 
+// The metrics' counts (device_ops::classification_counts): correct[0] (when not null) += the
+// columns predicted right; confusion (when not null) += 1 at (true, predicted) of each column with
+// a true class in [0, C). Exact: counts are integers.
+template <class T>
+void classification_counts(std::int64_t C, std::int64_t B, T const* logits, T const* target, bool indices, T* correct, T* confusion) {
+  T right = 0;
+  for (std::int64_t c = 0; c < B; ++c) {
+    const std::int64_t predicted = loss::argmax_column(logits + c * C, C), truth = loss::target_class(target, indices, c, C);
+    right += predicted == truth ? T(1) : T(0);
+    if (confusion && truth >= 0 && truth < C) confusion[truth + predicted * C] += T(1);
+  }
+  if (correct) correct[0] += right;
+}
+
 #if NITRO_RUNTIME_EXTERN
 // Compiled once, in nitro::runtime (src/runtime.cpp), as the element-wise kernels.
 #define NITRO_DETAIL_LOSS(T)                                                                                            \
@@ -96,7 +110,8 @@ void binary_cross_entropy_backward(std::int64_t n, T const* x, T const* t, T con
   extern template void squared_error<T>(std::int64_t, T const*, T const*, T*);                                          \
   extern template void squared_error_backward<T>(std::int64_t, T const*, T const*, T const*, T*, T*);                   \
   extern template void binary_cross_entropy<T>(std::int64_t, T const*, T const*, T*);                                   \
-  extern template void binary_cross_entropy_backward<T>(std::int64_t, T const*, T const*, T const*, T*, T*);
+  extern template void binary_cross_entropy_backward<T>(std::int64_t, T const*, T const*, T const*, T*, T*);                   \
+  extern template void classification_counts<T>(std::int64_t, std::int64_t, T const*, T const*, bool, T*, T*);
 NITRO_DETAIL_LOSS(float)
 NITRO_DETAIL_LOSS(double)
 #undef NITRO_DETAIL_LOSS
