@@ -2,6 +2,10 @@
 //
 //   nitro::cuda_backend                 transfers, device scalars, streams, cuBLASLt / cuDNN handles
 //   nitro::cuda::stream_memory          device memory for a step arena (be.memory())
+//   nitro::cuda::ops                    the kernels table on the GPU (be.ops()): every op, loss and
+//                                       product a step's tape records, queued on the compute stream
+//   nitro::cuda::bias_activation, epilogue_backward   a product's bias and activation, and its backward
+//   nitro::cuda::causal_attention       causal multi-head attention, forward and backward
 //   nitro::cuda::map, binary            element-wise maps and broadcast arithmetic, forward and backward
 //   nitro::cuda::reduce, softmax        reductions and softmax, forward and backward
 //   nitro::cuda::copy, transpose        copies between shapes (and their accumulating backward)
@@ -17,13 +21,16 @@
 #error "nitro/cuda.cuh is for translation units compiled by nvcc (.cu files); the CPU-side pieces are in nitro/tensor/cuda/*.hpp"
 #endif
 
+#include "nitro/kernels/attention.cuh"
 #include "nitro/kernels/copy.cuh"
 #include "nitro/kernels/cudnn.cuh"
 #include "nitro/kernels/dense_lt.cuh"
 #include "nitro/kernels/elementwise.cuh"
+#include "nitro/kernels/epilogue.cuh"
 #include "nitro/kernels/fused_mlp.cuh"
 #include "nitro/kernels/loss.cuh"
 #include "nitro/kernels/memory.cuh"
+#include "nitro/kernels/ops.cuh"
 #include "nitro/kernels/optimizer.cuh"
 #include "nitro/kernels/pointwise.cuh"
 #include "nitro/kernels/reduction.cuh"

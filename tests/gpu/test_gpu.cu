@@ -1,7 +1,9 @@
 // The CUDA backend on a GPU, against the CPU (Eigen) backend: the fused MLP kernels (FP32, TF32),
 // the cuBLASLt path, the fused loss with its smoothing read from the device scalars, the fused
 // optimizer updates, SAM, clipping, transfers, cuDNN's layers, NCCL, whole training steps, the
-// step arena in device memory, and the element-wise, reduction, softmax and copy kernels.
+// step arena in device memory, the element-wise, reduction, softmax, loss and copy kernels, and the
+// kernels table on the GPU (cuda::ops): its products, epilogues, attention and metrics' counts, and
+// a tape's whole graph recorded through it.
 // Each comparison prints its max relative error. Without a device the program prints a SKIPPED line
 // and exits 77, which CTest reports as skipped (SKIP_RETURN_CODE); a case this build cannot run (no
 // cuDNN, no NCCL) is a doctest::skip() case, counted as skipped in the summary, never as passed.
@@ -28,6 +30,8 @@
 #include <nitro/tensor/ops.hpp>
 
 #include <algorithm>
+#include <array>
+#include <type_traits>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -46,7 +50,8 @@ std::vector<float> random_vector(std::size_t n, nitro::rng& g, double lo = -1, d
 }
 
 // max |a - b| / max(|b|, 1% of max |b|)
-double max_rel_error(float const* a, float const* b, std::size_t n) {
+template <class T>
+double max_rel_error(T const* a, T const* b, std::size_t n) {
   double scale = 0;
   for (std::size_t i = 0; i < n; ++i) scale = std::max(scale, double(std::fabs(b[i])));
   const double floor = std::max(1e-6, 1e-2 * scale);
@@ -63,7 +68,8 @@ double norm_rel_error(float const* a, float const* b, std::size_t n) {
   }
   return std::sqrt(num / std::max(den, 1e-30));
 }
-double max_rel_error(std::vector<float> const& a, std::vector<float> const& b) { return max_rel_error(a.data(), b.data(), std::min(a.size(), b.size())); }
+template <class T>
+double max_rel_error(std::vector<T> const& a, std::vector<T> const& b) { return max_rel_error(a.data(), b.data(), std::min(a.size(), b.size())); }
 
 template <class T>
 struct dvec {
@@ -177,22 +183,24 @@ auto smooth_model() {
 // Host vectors copied to the device for one case, and read back; each freed with the case.
 struct device_vectors {
   cu::stream_memory& mem;
-  std::vector<float*> owned;
+  std::vector<void*> owned;
   explicit device_vectors(cu::stream_memory& m) : mem(m) {}
   device_vectors(device_vectors const&) = delete;
   device_vectors& operator=(device_vectors const&) = delete;
   ~device_vectors() {
-    for (float* p : owned) mem.deallocate(p, 0);
+    for (void* p : owned) mem.deallocate(p, 0);
   }
-  float* operator()(std::vector<float> const& h) {
-    auto* p = static_cast<float*>(mem.allocate(std::max<std::size_t>(h.size(), 1) * sizeof(float), 256));
+  template <class T>
+  T* operator()(std::vector<T> const& h) {
+    auto* p = static_cast<T*>(mem.allocate(std::max<std::size_t>(h.size(), 1) * sizeof(T), 256));
     owned.push_back(p);
-    mem.copy_from_host(p, h.data(), h.size() * sizeof(float));
+    mem.copy_from_host(p, h.data(), h.size() * sizeof(T));
     return p;
   }
-  std::vector<float> host(float const* p, std::size_t n) const {
-    std::vector<float> h(n);
-    mem.copy_to_host(h.data(), p, n * sizeof(float));
+  template <class T>
+  std::vector<T> host(T const* p, std::size_t n) const {
+    std::vector<T> h(n);
+    mem.copy_to_host(h.data(), p, n * sizeof(T));
     return h;
   }
 };
@@ -203,7 +211,8 @@ struct kernel_case {
   cu::stream_memory& mem = be.memory();
   nitro::cpu::ops& cpu = nitro::cpu::ops::instance();
   device_vectors dev{mem};
-  std::vector<float> host(float const* p, std::size_t n) const { return dev.host(p, n); }
+  template <class T>
+  std::vector<T> host(T const* p, std::size_t n) const { return dev.host(p, n); }
 };
 
 }  // namespace
@@ -436,6 +445,200 @@ TEST_CASE_FIXTURE(kernel_case, "loss kernels: cross-entropy (class indices and s
     CHECK(code == "E-LOSS-003");
     mem.deallocate(flags, 0);
   }
+}
+
+namespace {
+template <class T>
+std::vector<T> random_values(std::size_t n, nitro::rng& g, double lo = -1, double hi = 1) {
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(g.uniform(lo, hi));
+  return v;
+}
+// float products run in FP32 on both sides: rounding apart, in a different order
+template <class T> constexpr double table_limit = std::is_same_v<T, float> ? 1e-4 : 1e-11;
+
+template <class T>
+void check_products(kernel_case& k, nitro::rng& g) {
+  nitro::device_ops& gpu = k.be.ops();
+  char const* type = std::is_same_v<T, float> ? "float" : "double";
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (auto [m, n, kk] : {std::array<std::int64_t, 3>{37, 19, 53}, {128, 64, 256}, {10, 1, 784}, {5, 7, 0}})
+        for (T beta : {T(0), T(1), T(0.5)}) {
+          const std::int64_t lda = (ta ? kk : m) + 3, ldb = (tb ? n : kk) + 1, ldc = m + 2;
+          const std::size_t na = std::size_t(lda * (ta ? m : kk)), nb = std::size_t(ldb * (tb ? kk : n)), nc = std::size_t(ldc * n);
+          auto a = random_values<T>(std::max<std::size_t>(na, 1), g), b = random_values<T>(std::max<std::size_t>(nb, 1), g);
+          auto c = random_values<T>(nc, g), want = c;
+          k.cpu.gemm(ta, tb, m, n, kk, T(1.5), a.data(), lda, b.data(), ldb, beta, want.data(), ldc);
+          T* dc = k.dev(c);
+          gpu.gemm(ta, tb, m, n, kk, T(1.5), k.dev(a), lda, k.dev(b), ldb, beta, dc, ldc);
+          const auto got = k.host(dc, nc);
+          const double e = max_rel_error(got.data(), want.data(), nc);
+          if (e >= table_limit<T>)
+            std::printf("  gemm %s %c%c %lld x %lld x %lld beta %.1f: %.2e\n", type, ta ? 'T' : 'N', tb ? 'T' : 'N', (long long)m, (long long)n,
+                        (long long)kk, double(beta), e);
+          CHECK(e < table_limit<T>);
+        }
+  double worst = 0, worst_back = 0;
+  using nitro::epilogue_act;
+  for (epilogue_act act : {epilogue_act::identity, epilogue_act::relu, epilogue_act::tanh, epilogue_act::sigmoid, epilogue_act::gelu})
+    for (bool bias : {false, true})
+      for (bool keep_z : {false, true}) {
+        const std::int64_t m = 70, n = 33, kk = 45;
+        auto a = random_values<T>(std::size_t(m * kk), g), b = random_values<T>(std::size_t(kk * n), g), bv = random_values<T>(std::size_t(m), g);
+        std::vector<T> z(std::size_t(m * n), T(7)), c(std::size_t(m * n), T(9)), wz = z, wc = c;
+        k.cpu.gemm_epilogue(false, false, m, n, kk, a.data(), m, b.data(), kk, bias ? bv.data() : nullptr, act, keep_z ? wz.data() : nullptr,
+                            wc.data(), m);
+        T* dz = k.dev(z); T* dc = k.dev(c);
+        gpu.gemm_epilogue(false, false, m, n, kk, k.dev(a), m, k.dev(b), kk, bias ? k.dev(bv) : nullptr, act, keep_z ? dz : nullptr, dc, m);
+        worst = std::max(worst, max_rel_error(k.host(dc, c.size()), wc));
+        CHECK(max_rel_error(k.host(dc, c.size()), wc) < table_limit<T>);
+        if (keep_z) CHECK(max_rel_error(k.host(dz, z.size()), wz) < table_limit<T>);
+        // the backward, from the output (or the pre-activation gelu reads), into a fresh buffer and in place
+        auto gy = random_values<T>(c.size(), g);
+        std::vector<T> yz = nitro::needs_preactivation(act) ? (keep_z ? wz : wc) : wc, gw(c.size()), dbw(std::size_t(m), T(0.25));
+        if (nitro::needs_preactivation(act) && !keep_z) continue;  // gelu's backward needs the kept z
+        k.cpu.epilogue_backward(act, m, n, gy.data(), yz.data(), gw.data(), bias ? dbw.data() : nullptr);
+        T* dg = k.dev(std::vector<T>(c.size())); T* ddb = k.dev(std::vector<T>(std::size_t(m), T(0.25)));
+        gpu.epilogue_backward(act, m, n, k.dev(gy), k.dev(yz), dg, bias ? ddb : nullptr);
+        worst_back = std::max({worst_back, max_rel_error(k.host(dg, gw.size()), gw), max_rel_error(k.host(ddb, dbw.size()), dbw)});
+        CHECK(max_rel_error(k.host(dg, gw.size()), gw) < table_limit<T>);
+        CHECK(max_rel_error(k.host(ddb, dbw.size()), dbw) < table_limit<T>);
+        T* dgy = k.dev(gy);  // in place: g is gy
+        gpu.epilogue_backward(act, m, n, dgy, k.dev(yz), dgy, nullptr);
+        CHECK(max_rel_error(k.host(dgy, gw.size()), gw) < table_limit<T>);
+      }
+  std::printf("  gemm_epilogue (%s, every activation, bias, kept z): %.2e; epilogue_backward: %.2e\n", type, worst, worst_back);
+}
+
+template <class T>
+void check_attention(kernel_case& k, nitro::rng& g) {
+  nitro::device_ops& gpu = k.be.ops();
+  for (auto [heads, d, seq, batch] : {std::array<std::int64_t, 4>{2, 16, 37, 3}, {4, 64, 130, 2}, {1, 200, 9, 2}, {3, 5, 1, 4}}) {
+    const std::int64_t w = heads * d;
+    const std::size_t nq = std::size_t(3 * w * seq * batch), no = std::size_t(w * seq * batch), nl = std::size_t(heads * seq * batch);
+    auto qkv = random_values<T>(nq, g, -2, 2), gout = random_values<T>(no, g);
+    std::vector<T> out(no), lse(nl), gq(nq, T(0.5));
+    k.cpu.causal_attention(heads, d, seq, batch, qkv.data(), out.data(), lse.data());
+    k.cpu.causal_attention_backward(heads, d, seq, batch, qkv.data(), out.data(), lse.data(), gout.data(), gq.data());
+    T* dq = k.dev(qkv); T* dout = k.dev(std::vector<T>(no)); T* dl = k.dev(std::vector<T>(nl)); T* dg = k.dev(std::vector<T>(nq, T(0.5)));
+    gpu.causal_attention(heads, d, seq, batch, dq, dout, dl);
+    gpu.causal_attention_backward(heads, d, seq, batch, dq, dout, dl, k.dev(gout), dg);
+    const double eo = max_rel_error(k.host(dout, no), out), el = max_rel_error(k.host(dl, nl), lse), eg = max_rel_error(k.host(dg, nq), gq);
+    std::printf("  causal_attention %s heads %lld x %lld, seq %lld, batch %lld: out %.2e  lse %.2e  backward %.2e\n",
+                std::is_same_v<T, float> ? "float " : "double", (long long)heads, (long long)d, (long long)seq, (long long)batch, eo, el, eg);
+    CHECK(eo < table_limit<T>);
+    CHECK(el < table_limit<T>);
+    CHECK(eg < table_limit<T>);
+  }
+}
+}  // namespace
+
+TEST_CASE_FIXTURE(kernel_case, "the table's products on the GPU: gemm (each transpose, beta 0, 1, 0.5), gemm_epilogue and its backward, float and double, equal the CPU's") {
+  nitro::rng g(21);
+  check_products<float>(*this, g);
+  check_products<double>(*this, g);
+}
+
+TEST_CASE_FIXTURE(kernel_case, "the table's causal attention on the GPU, forward (with lse) and backward, float and double, equals the CPU's") {
+  nitro::rng g(22);
+  check_attention<float>(*this, g);
+  check_attention<double>(*this, g);
+}
+
+TEST_CASE_FIXTURE(kernel_case, "the metrics' counts on the GPU (accuracy and the confusion matrix; ties, soft targets, indices outside [0, C)) equal the CPU's") {
+  nitro::rng g(24);
+  nitro::device_ops& gpu = be.ops();
+  for (auto [C, B] : {std::pair<std::int64_t, std::int64_t>{10, 1000}, {3, 37}, {96, 4099}})
+    for (bool indices : {true, false}) {
+      // logits on a coarse grid, so columns tie and the first largest must win on both sides
+      std::vector<float> x = random_vector(std::size_t(C * B), g, -2, 2), t(indices ? std::size_t(B) : std::size_t(C * B));
+      for (auto& v : x) v = std::round(v * 2) / 2;
+      for (auto& v : t) v = indices ? std::floor(float(g.uniform(-0.05, 1.0)) * float(C + 1)) : std::round(float(g.uniform(0, 1)) * 4) / 4;
+      std::vector<float> right{5}, cm(std::size_t(C * C), 1.0f);
+      cpu.classification_counts(C, B, x.data(), t.data(), indices, right.data(), cm.data());
+      float* dr = dev(std::vector<float>{5}); float* dcm = dev(std::vector<float>(std::size_t(C * C), 1.0f));
+      gpu.classification_counts(C, B, dev(x), dev(t), indices, dr, dcm);
+      gpu.classification_counts(C, B, dev(x), dev(t), indices, nullptr, nullptr);  // nothing asked: nothing written
+      const float got = host(dr, 1)[0];
+      std::printf("  classification_counts %3lld x %-5lld %-7s correct %.0f (CPU %.0f)\n", (long long)C, (long long)B, indices ? "indices" : "soft",
+                  double(got), double(right[0]));
+      CHECK(got == right[0]);
+      CHECK(host(dcm, cm.size()) == cm);
+    }
+}
+
+namespace {
+// One small graph of the ops a model's hooks use — a product, a broadcast bias, tanh, causal
+// attention, a transpose, softmax cross-entropy and a mean of squares — recorded on a tape whose
+// arena lives in `mem` and whose kernels are `ops`; returns the loss and the leaves' gradients.
+struct graph_result {
+  float loss = 0;
+  std::vector<float> gw1, gb1, gx, gw2;
+};
+graph_result run_graph(nitro::device_ops& ops, nitro::device_memory& mem, std::vector<float> const& w1, std::vector<float> const& b1,
+                       std::vector<float> const& x, std::vector<float> const& w2, std::vector<float> const& target) {
+  nitro::arena data(mem), closures;
+  nitro::tape t(data, closures);
+  nitro::step_context ctx{&data, &t, true, 3, 0, &ops};
+  nitro::context_scope scope(ctx);
+  // leaves: values and gradients in `mem`
+  auto place = [&](std::vector<float> const& h) {
+    auto* p = static_cast<float*>(data.allocate(h.size() * sizeof(float), 256));
+    mem.copy_from_host(p, h.data(), h.size() * sizeof(float));
+    return p;
+  };
+  auto leaf = [&](std::vector<float> const& h, shape s) {
+    auto* gp = static_cast<float*>(data.allocate(h.size() * sizeof(float), 256));
+    mem.zero(gp, h.size() * sizeof(float));
+    Tensor v(place(h), s, t.leaf(gp, h.size() * sizeof(float)));
+    v.set_memory(&mem);
+    return std::pair{v, gp};
+  };
+  auto [W1, g1] = leaf(w1, shape{24, 8});
+  auto [B1, gb] = leaf(b1, shape{24});
+  auto [X, gx] = leaf(x, shape{8, 15});
+  auto [W2, g2] = leaf(w2, shape{10, 8});
+  Tensor tgt(place(target), shape{15});
+  tgt.set_memory(&mem);
+  Tensor h = nitro::tanh(nitro::matmul(W1, X) + B1);                                 // [24, 15]: 2 heads of 4, seq 5, batch 3
+  Tensor a = nitro::causal_attention(h.reshape(shape{24, 5, 3}), 2).reshape(shape{8, 15});
+  Tensor logits = nitro::matmul(W2, nitro::transpose(nitro::transpose(a)));           // [10, 15]
+  Tensor loss = nitro::nn::logitcrossentropy(logits, tgt, 0.1f) + nitro::mean(a * a);
+  CHECK(loss.device() == ops.device());
+  t.backward<float>(loss.var(), 1.0f);
+  graph_result r;
+  r.loss = loss.item();
+  auto back = [&](float const* p, std::size_t n) {
+    std::vector<float> v(n);
+    mem.copy_to_host(v.data(), p, n * sizeof(float));
+    return v;
+  };
+  r.gw1 = back(g1, w1.size());
+  r.gb1 = back(gb, b1.size());
+  r.gx = back(gx, x.size());
+  r.gw2 = back(g2, w2.size());
+  return r;
+}
+}  // namespace
+
+TEST_CASE("a step's tape through the GPU's table: the same graph, loss and gradients equal the CPU's") {
+  nitro::cuda_backend be;
+  nitro::rng g(23);
+  auto w1 = random_vector(24 * 8, g), b1 = random_vector(24, g), x = random_vector(8 * 15, g), w2 = random_vector(10 * 8, g);
+  std::vector<float> target(15);
+  for (std::size_t i = 0; i < target.size(); ++i) target[i] = float(i % 10);
+  const graph_result cpu = run_graph(nitro::cpu::ops::instance(), nitro::host_memory::instance(), w1, b1, x, w2, target);
+  const graph_result gpu = run_graph(be.ops(), be.memory(), w1, b1, x, w2, target);
+  const double el = std::fabs(double(gpu.loss) - cpu.loss) / std::fabs(double(cpu.loss));
+  std::printf("  loss %.6f (CPU %.6f): %.2e; gradients W1 %.2e  b1 %.2e  x %.2e  W2 %.2e\n", gpu.loss, cpu.loss, el,
+              max_rel_error(gpu.gw1, cpu.gw1), max_rel_error(gpu.gb1, cpu.gb1), max_rel_error(gpu.gx, cpu.gx), max_rel_error(gpu.gw2, cpu.gw2));
+  CHECK(el < 1e-5);
+  CHECK(max_rel_error(gpu.gw1, cpu.gw1) < 1e-4);
+  CHECK(max_rel_error(gpu.gb1, cpu.gb1) < 1e-4);
+  CHECK(max_rel_error(gpu.gx, cpu.gx) < 1e-4);
+  CHECK(max_rel_error(gpu.gw2, cpu.gw2) < 1e-4);
+  be.cuda_ops().check_loss_flags();  // no bad class index: nothing raised
 }
 
 TEST_CASE("fused MLP kernels and the cuBLASLt path equal the CPU backend") {

@@ -6,8 +6,9 @@
 //   some_kernel<<<..., be.compute()>>>(img.data(), be.scalars(), ...);
 //   be.transfers_of("img").bytes                           // counted like the CPU backend's
 //
-// The interface of nitro::cpu_backend (tensor/backend.hpp) — to_device(field, tensor), transfers(),
-// transfers_of(), reset_counts() — plus what a device needs: two streams (compute, and copy for
+// The interface of nitro::cpu_backend (tensor/backend.hpp) — to_device(field, tensor), ops() (the
+// kernels table, kernels/ops.cuh), transfers(), transfers_of(), reset_counts(): it models Backend —
+// plus what a device needs: two streams (compute, and copy for
 // the batches), the mirrored scalar block, and the cuBLASLt / cuDNN handles and plan caches.
 //
 // Transfers: each field has a ring of `depth` pinned staging buffers and device buffers. to_device
@@ -31,6 +32,7 @@
 #include "nitro/core/error.hpp"
 #include "nitro/kernels/dense_lt.cuh"
 #include "nitro/kernels/memory.cuh"
+#include "nitro/kernels/ops.cuh"
 #include "nitro/tensor/backend.hpp"
 #include "nitro/tensor/cuda/runtime.cuh"
 #include "nitro/tensor/device.hpp"
@@ -72,6 +74,7 @@ class cuda_backend {
     m_compute = std::make_unique<cuda::stream>();
     m_copy = std::make_unique<cuda::stream>();
     m_memory = std::make_unique<cuda::stream_memory>(m_device, m_compute->get());
+    m_ops = std::make_unique<cuda::ops>(m_device, m_compute->get(), *m_memory);
     for (int i = 0; i < scalar_ring; ++i) m_scalar_ready.emplace_back();
   }
   cuda_backend(cuda_backend const&) = delete;
@@ -87,6 +90,11 @@ class cuda_backend {
   cudaStream_t copy() const noexcept { return m_copy->get(); }
   // Device memory for a step arena, zeroed, filled and copied in order on the compute stream.
   cuda::stream_memory& memory() const noexcept { return *m_memory; }
+  // The kernels table (kernels/ops.cuh) a step on this GPU runs: every op and loss, the products
+  // through cuBLASLt, all on the compute stream.
+  device_ops& ops() const noexcept { return *m_ops; }
+  // The same table as CUDA's own: TF32, its cuBLASLt plans, the loss flags (check_loss_flags).
+  cuda::ops& cuda_ops() const noexcept { return *m_ops; }
   // Waits for everything queued on both streams.
   void synchronize() const {
     cuda::device_scope on(m_device);
@@ -176,14 +184,10 @@ class cuda_backend {
   std::int64_t scalar_copies() const noexcept { return m_scalar_copies; }
 
   // ---- libraries ------------------------------------------------------------------------------------
-  cublasLtHandle_t lt() {
-    if (!m_lt) {
-      cuda::device_scope on(m_device);
-      m_lt = std::make_unique<cuda::lt_handle>();
-    }
-    return m_lt->get();
-  }
-  cuda::lt_gemm& gemm() { return m_gemm; }
+  // The table's cuBLASLt handle and plan cache, shared with the programs that launch products
+  // themselves (train/cuda/program.cuh).
+  cublasLtHandle_t lt() { return m_ops->lt(); }
+  cuda::lt_gemm& gemm() { return m_ops->products(); }
 #if defined(NITRO_HAVE_CUDNN) && NITRO_HAVE_CUDNN
   cudnnHandle_t dnn() {
     if (!m_dnn) {
@@ -227,6 +231,7 @@ class cuda_backend {
   int m_depth;
   std::unique_ptr<cuda::stream> m_compute, m_copy;
   std::unique_ptr<cuda::stream_memory> m_memory;  // on the compute stream
+  std::unique_ptr<cuda::ops> m_ops;               // the kernels table, on the compute stream
   std::vector<std::unique_ptr<ring>> m_rings;
   std::map<std::string, transfer_count, std::less<>> m_counts;
 
@@ -239,11 +244,11 @@ class cuda_backend {
   std::size_t m_last_bytes = 0;
   std::int64_t m_scalar_copies = 0;
 
-  std::unique_ptr<cuda::lt_handle> m_lt;
-  cuda::lt_gemm m_gemm;
 #if defined(NITRO_HAVE_CUDNN) && NITRO_HAVE_CUDNN
   std::unique_ptr<cuda::dnn_handle> m_dnn;
 #endif
 };
+
+static_assert(Backend<cuda_backend>, "nitro invariant: cuda_backend models the Backend concept");
 
 }  // namespace nitro

@@ -21,6 +21,7 @@
 #include <cstddef>  // size_t
 #include <cstdint>  // int64_t, uintptr_t
 #include <string>   // messages
+#include <type_traits>  // is_same
 #include <vector>   // the plan cache
 
 namespace nitro::cuda {
@@ -44,7 +45,7 @@ class lt_handle {
   cublasLtHandle_t m_h = nullptr;
 };
 
-enum class lt_epilogue : int { none = 0, bias = 1, relu_bias = 2 };
+enum class lt_epilogue : int { none = 0, bias = 1, relu_bias = 2, relu = 3 };
 
 class lt_gemm {
  public:
@@ -55,20 +56,24 @@ class lt_gemm {
     for (auto& p : m_plans) p.destroy();
   }
 
-  // C = alpha op(A) op(B) + beta C (+ bias per row, relu), C m x n, inner k; column-major.
-  void matmul(cublasLtHandle_t h, cudaStream_t s, bool ta, bool tb, int m, int n, int k, float alpha, float const* A, int lda,
-              float const* B, int ldb, float beta, float* C, int ldc, bool tf32, float const* bias = nullptr,
-              lt_epilogue epi = lt_epilogue::none) {
+  // C = alpha op(A) op(B) + beta C (+ bias per row, relu), C m x n, inner k; column-major. float
+  // or double (FP64 products, where tf32 is ignored). With k == 0 and beta == 0, C is zeroed; with
+  // k == 0 and beta != 0 the caller scales C (the kernels table does).
+  template <class T>
+  void matmul(cublasLtHandle_t h, cudaStream_t s, bool ta, bool tb, int m, int n, int k, T alpha, T const* A, int lda, T const* B, int ldb,
+              T beta, T* C, int ldc, bool tf32, T const* bias = nullptr, lt_epilogue epi = lt_epilogue::none) {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "nitro invariant: lt_gemm multiplies float or double (the kernels table's two types)");
+    constexpr bool f64 = std::is_same_v<T, double>;
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {  // an empty inner product: C = beta C
-      if (beta == 0.0f) NITRO_CUDA_CHECK(cudaMemset2DAsync(C, sizeof(float) * static_cast<std::size_t>(ldc), 0, sizeof(float) * static_cast<std::size_t>(m), static_cast<std::size_t>(n), s));
+      if (beta == T(0)) NITRO_CUDA_CHECK(cudaMemset2DAsync(C, sizeof(T) * static_cast<std::size_t>(ldc), 0, sizeof(T) * static_cast<std::size_t>(m), static_cast<std::size_t>(n), s));
       return;
     }
     if (m_workspace.capacity() < m_workspace_bytes) m_workspace.reserve(m_workspace_bytes);
     // cuBLASLt assumes 256-byte aligned matrices unless told: say how aligned these are (a
     // parameter leaf is 64-byte aligned), so the plan's algorithm accepts them
-    plan& p = find(h, key{m, n, k, lda, ldb, ldc, ta, tb, tf32, static_cast<int>(epi), alignment(A), alignment(B), alignment(C)});
-    if (epi != lt_epilogue::none)
+    plan& p = find(h, key{m, n, k, lda, ldb, ldc, ta, tb, tf32 && !f64, f64, static_cast<int>(epi), alignment(A), alignment(B), alignment(C)});
+    if (epi == lt_epilogue::bias || epi == lt_epilogue::relu_bias)
       NITRO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     NITRO_CUBLAS_CHECK(cublasLtMatmul(h, p.op, &alpha, A, p.a, B, p.b, &beta, C, p.c, C, p.c, &p.algo, m_workspace.data(), m_workspace_bytes, s));
   }
@@ -79,7 +84,7 @@ class lt_gemm {
  private:
   struct key {
     int m, n, k, lda, ldb, ldc;
-    bool ta, tb, tf32;
+    bool ta, tb, tf32, f64;
     int epi;
     std::uint32_t align_a, align_b, align_c;
     bool operator==(key const&) const = default;
@@ -116,15 +121,19 @@ class lt_gemm {
     plan p;
     p.k = k;
     try {
-      NITRO_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, k.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      const cudaDataType_t type = k.f64 ? CUDA_R_64F : CUDA_R_32F;
+      NITRO_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, k.f64 ? CUBLAS_COMPUTE_64F : k.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, type));
       const cublasOperation_t opa = k.ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = k.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
       NITRO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
       NITRO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
-      const cublasLtEpilogue_t e = k.epi == 1 ? CUBLASLT_EPILOGUE_BIAS : k.epi == 2 ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+      const cublasLtEpilogue_t e = k.epi == 1   ? CUBLASLT_EPILOGUE_BIAS
+                                   : k.epi == 2 ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                   : k.epi == 3 ? CUBLASLT_EPILOGUE_RELU
+                                                : CUBLASLT_EPILOGUE_DEFAULT;
       NITRO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e)));
-      NITRO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_32F, k.ta ? k.k : k.m, k.ta ? k.m : k.k, k.lda));
-      NITRO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_32F, k.tb ? k.n : k.k, k.tb ? k.k : k.n, k.ldb));
-      NITRO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, k.m, k.n, k.ldc));
+      NITRO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, type, k.ta ? k.k : k.m, k.ta ? k.m : k.k, k.lda));
+      NITRO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, type, k.tb ? k.n : k.k, k.tb ? k.k : k.n, k.ldb));
+      NITRO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, type, k.m, k.n, k.ldc));
       cublasLtMatmulPreference_t pref = nullptr;
       NITRO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
       const std::size_t ws = m_workspace_bytes;
@@ -141,7 +150,7 @@ class lt_gemm {
       if (found == 0)
         throw error("E-CUDA-004",
                     "cuBLASLt has no algorithm for a " + std::to_string(k.m) + " x " + std::to_string(k.n) + " x " + std::to_string(k.k) +
-                        " product" + (k.epi ? " with a bias epilogue" : ""),
+                        " product" + (k.f64 ? " in double" : "") + (k.epi ? " with an epilogue" : ""),
                     "report the layer's shape; as a workaround use another batch size");
       p.algo = result.algo;
     } catch (...) {

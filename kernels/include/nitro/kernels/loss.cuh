@@ -7,6 +7,7 @@
 //   nitro::cuda::cross_entropy<float>(stream, C, B, logits, target, indices, s, p, loss, flags);
 //   nitro::cuda::cross_entropy_backward<float>(stream, C, B, p, target, indices, s, gloss, glogits);
 //   nitro::cuda::squared_error<float>(stream, n, a, b, loss);  ... binary_cross_entropy ...
+//   nitro::cuda::classification_counts<float>(stream, C, B, logits, target, indices, correct, confusion);   // the metrics' counts
 //
 // A mean is one block's: its threads sum their share in order and combine in a fixed tree, so a
 // loss has the same bits on every run; the backward reads the loss's gradient through a pointer
@@ -236,6 +237,37 @@ void binary_cross_entropy(cudaStream_t s, std::int64_t n, T const* x, T const* t
 template <class T>
 void binary_cross_entropy_backward(cudaStream_t s, std::int64_t n, T const* x, T const* t, T const* gloss, T* gx, T* gt) {
   detail::mean_loss_backward(s, true, n, x, t, gloss, gx, gt);
+}
+
+namespace detail {
+// A thread per column; each warp's right answers are one ballot, added by its first lane. Counts
+// are integers, so the atomic adds are exact in any order: the same result on every run.
+template <class T>
+__global__ void classification_counts_kernel(std::int64_t C, std::int64_t B, T const* logits, T const* target, bool indices, T* correct,
+                                             T* confusion) {
+  for (std::int64_t base = std::int64_t(blockIdx.x) * blockDim.x; base < B; base += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t c = base + threadIdx.x;  // `base` is the block's: its warps loop together
+    bool right = false;
+    if (c < B) {
+      const std::int64_t predicted = loss::argmax_column(logits + c * C, C), truth = loss::target_class(target, indices, c, C);
+      right = predicted == truth;
+      if (confusion && truth >= 0 && truth < C) atomicAdd(confusion + truth + predicted * C, T(1));
+    }
+    const unsigned votes = __ballot_sync(0xffffffffu, right);
+    if (correct && (threadIdx.x & 31u) == 0 && votes) atomicAdd(correct, static_cast<T>(__popc(votes)));
+  }
+}
+}  // namespace detail
+
+// The metrics' counts (device_ops::classification_counts): correct[0] (when not null) += the
+// columns whose first largest logit is at their true class; confusion [C, C] (when not null) += 1
+// at (true, predicted) of each column whose true class is in [0, C).
+template <class T>
+void classification_counts(cudaStream_t s, std::int64_t C, std::int64_t B, T const* logits, T const* target, bool indices, T* correct,
+                           T* confusion) {
+  if (B <= 0 || C <= 0 || (!correct && !confusion)) return;
+  detail::classification_counts_kernel<T><<<detail::blocks_of(B, 256, 4096), 256, 0, s>>>(C, B, logits, target, indices, correct, confusion);
+  NITRO_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace nitro::cuda
