@@ -2,8 +2,8 @@
 //
 //   nitro::cuda_backend                 transfers, device scalars, streams, cuBLASLt / cuDNN handles
 //   nitro::cuda::stream_memory          device memory for a step arena (be.memory())
-//   nitro::cuda::ops                    the kernels table on the GPU (be.ops()): every op, loss and
-//                                       product a step's tape records, queued on the compute stream
+//   nitro::cuda::ops                    the kernels table on the GPU (be.ops()): every device_ops
+//                                       entry, queued on the compute stream
 //   nitro::cuda::bias_activation, epilogue_backward   a product's bias and activation, and its backward
 //   nitro::cuda::causal_attention       causal multi-head attention, forward and backward
 //   nitro::cuda::map, binary            element-wise maps and broadcast arithmetic, forward and backward
