@@ -43,9 +43,10 @@ using nitro::Tensor;
 
 namespace {
 
-std::vector<float> random_vector(std::size_t n, nitro::rng& g, double lo = -1, double hi = 1) {
-  std::vector<float> v(n);
-  for (auto& x : v) x = static_cast<float>(g.uniform(lo, hi));
+template <class T = float>
+std::vector<T> random_vector(std::size_t n, nitro::rng& g, double lo = -1, double hi = 1) {
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(g.uniform(lo, hi));
   return v;
 }
 
@@ -448,12 +449,6 @@ TEST_CASE_FIXTURE(kernel_case, "loss kernels: cross-entropy (class indices and s
 }
 
 namespace {
-template <class T>
-std::vector<T> random_values(std::size_t n, nitro::rng& g, double lo = -1, double hi = 1) {
-  std::vector<T> v(n);
-  for (auto& x : v) x = static_cast<T>(g.uniform(lo, hi));
-  return v;
-}
 // float products run in FP32 on both sides: rounding apart, in a different order
 template <class T> constexpr double table_limit = std::is_same_v<T, float> ? 1e-4 : 1e-11;
 
@@ -467,8 +462,8 @@ void check_products(kernel_case& k, nitro::rng& g) {
         for (T beta : {T(0), T(1), T(0.5)}) {
           const std::int64_t lda = (ta ? kk : m) + 3, ldb = (tb ? n : kk) + 1, ldc = m + 2;
           const std::size_t na = std::size_t(lda * (ta ? m : kk)), nb = std::size_t(ldb * (tb ? kk : n)), nc = std::size_t(ldc * n);
-          auto a = random_values<T>(std::max<std::size_t>(na, 1), g), b = random_values<T>(std::max<std::size_t>(nb, 1), g);
-          auto c = random_values<T>(nc, g), want = c;
+          auto a = random_vector<T>(std::max<std::size_t>(na, 1), g), b = random_vector<T>(std::max<std::size_t>(nb, 1), g);
+          auto c = random_vector<T>(nc, g), want = c;
           k.cpu.gemm(ta, tb, m, n, kk, T(1.5), a.data(), lda, b.data(), ldb, beta, want.data(), ldc);
           T* dc = k.dev(c);
           gpu.gemm(ta, tb, m, n, kk, T(1.5), k.dev(a), lda, k.dev(b), ldb, beta, dc, ldc);
@@ -485,7 +480,7 @@ void check_products(kernel_case& k, nitro::rng& g) {
     for (bool bias : {false, true})
       for (bool keep_z : {false, true}) {
         const std::int64_t m = 70, n = 33, kk = 45;
-        auto a = random_values<T>(std::size_t(m * kk), g), b = random_values<T>(std::size_t(kk * n), g), bv = random_values<T>(std::size_t(m), g);
+        auto a = random_vector<T>(std::size_t(m * kk), g), b = random_vector<T>(std::size_t(kk * n), g), bv = random_vector<T>(std::size_t(m), g);
         std::vector<T> z(std::size_t(m * n), T(7)), c(std::size_t(m * n), T(9)), wz = z, wc = c;
         k.cpu.gemm_epilogue(false, false, m, n, kk, a.data(), m, b.data(), kk, bias ? bv.data() : nullptr, act, keep_z ? wz.data() : nullptr,
                             wc.data(), m);
@@ -495,7 +490,7 @@ void check_products(kernel_case& k, nitro::rng& g) {
         CHECK(max_rel_error(k.host(dc, c.size()), wc) < table_limit<T>);
         if (keep_z) CHECK(max_rel_error(k.host(dz, z.size()), wz) < table_limit<T>);
         // the backward, from the output (or the pre-activation gelu reads), into a fresh buffer and in place
-        auto gy = random_values<T>(c.size(), g);
+        auto gy = random_vector<T>(c.size(), g);
         std::vector<T> yz = nitro::needs_preactivation(act) ? (keep_z ? wz : wc) : wc, gw(c.size()), dbw(std::size_t(m), T(0.25));
         if (nitro::needs_preactivation(act) && !keep_z) continue;  // gelu's backward needs the kept z
         k.cpu.epilogue_backward(act, m, n, gy.data(), yz.data(), gw.data(), bias ? dbw.data() : nullptr);
@@ -517,7 +512,7 @@ void check_attention(kernel_case& k, nitro::rng& g) {
   for (auto [heads, d, seq, batch] : {std::array<std::int64_t, 4>{2, 16, 37, 3}, {4, 64, 130, 2}, {1, 200, 9, 2}, {3, 5, 1, 4}}) {
     const std::int64_t w = heads * d;
     const std::size_t nq = std::size_t(3 * w * seq * batch), no = std::size_t(w * seq * batch), nl = std::size_t(heads * seq * batch);
-    auto qkv = random_values<T>(nq, g, -2, 2), gout = random_values<T>(no, g);
+    auto qkv = random_vector<T>(nq, g, -2, 2), gout = random_vector<T>(no, g);
     std::vector<T> out(no), lse(nl), gq(nq, T(0.5));
     k.cpu.causal_attention(heads, d, seq, batch, qkv.data(), out.data(), lse.data());
     k.cpu.causal_attention_backward(heads, d, seq, batch, qkv.data(), out.data(), lse.data(), gout.data(), gq.data());

@@ -10,6 +10,7 @@
 // the same bits on every run. Queued on `stream`; nothing waits for the device.
 #pragma once
 
+#include "nitro/kernels/elementwise.cuh"  // detail::grid_for
 #include "nitro/tensor/cuda/runtime.cuh"
 #include "nitro/tensor/elementwise.hpp"
 #include "nitro/tensor/epilogue.hpp"
@@ -82,11 +83,6 @@ __global__ void bias_grad_kernel(std::int64_t m, std::int64_t n, T const* g, T* 
   }
 }
 
-inline unsigned epilogue_grid(std::int64_t n) noexcept {
-  const std::int64_t b = (n + 255) / 256;
-  return static_cast<unsigned>(b < 1 ? 1 : b > 4096 ? 4096 : b);
-}
-
 }  // namespace detail
 
 // c = act(acc + bias) over an m x n block of leading dimension ld (bias: m values, or null); z, when
@@ -95,7 +91,7 @@ template <class T>
 void bias_activation(cudaStream_t s, epilogue_act act, std::int64_t m, std::int64_t n, std::int64_t ld, T const* bias, T const* acc, T* z,
                      T* c) {
   if (m <= 0 || n <= 0) return;
-  detail::bias_activation_kernel<T><<<detail::epilogue_grid(m * n), 256, 0, s>>>(act, m, n, ld, bias, acc, z, c);
+  detail::bias_activation_kernel<T><<<detail::grid_for(m * n), 256, 0, s>>>(act, m, n, ld, bias, acc, z, c);
   check_launch("nitro::cuda::bias_activation");
 }
 
@@ -105,7 +101,7 @@ template <class T>
 void epilogue_backward(cudaStream_t s, epilogue_act act, std::int64_t m, std::int64_t n, T const* gy, T const* yz, T* g, T* bias_grad) {
   if (m <= 0 || n <= 0) return;
   if (act != epilogue_act::identity || g != gy) {
-    detail::epilogue_gradient_kernel<T><<<detail::epilogue_grid(m * n), 256, 0, s>>>(act, m * n, gy, yz, g);
+    detail::epilogue_gradient_kernel<T><<<detail::grid_for(m * n), 256, 0, s>>>(act, m * n, gy, yz, g);
     check_launch("nitro::cuda::epilogue_backward");
   }
   if (bias_grad) {
