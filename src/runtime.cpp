@@ -77,6 +77,10 @@ template void detail::copy<float>(std::int64_t, std::int64_t, float const*, std:
 template void detail::copy<double>(std::int64_t, std::int64_t, double const*, std::int64_t, double*, std::int64_t, bool);
 template void detail::transpose<float>(std::int64_t, std::int64_t, float const*, float*, bool);
 template void detail::transpose<double>(std::int64_t, std::int64_t, double const*, double*, bool);
+template void pool2d<float>(pool_kind, pool_window const&, float const*, float*, std::uint32_t*);
+template void pool2d<double>(pool_kind, pool_window const&, double const*, double*, std::uint32_t*);
+template void pool2d_backward<float>(pool_kind, pool_window const&, float const*, std::uint32_t const*, float*);
+template void pool2d_backward<double>(pool_kind, pool_window const&, double const*, std::uint32_t const*, double*);
 #define NITRO_DETAIL_KERNELS(T)                                                                          \
   template void map<T>(map_op, std::int64_t, T, T, T const*, T*);                                        \
   template void map_backward<T>(map_op, std::int64_t, T, T, T const*, T const*, T const*, T*);           \
@@ -92,7 +96,13 @@ template void detail::transpose<double>(std::int64_t, std::int64_t, double const
   template void squared_error_backward<T>(std::int64_t, T const*, T const*, T const*, T*, T*);              \
   template void binary_cross_entropy<T>(std::int64_t, T const*, T const*, T*);                              \
   template void binary_cross_entropy_backward<T>(std::int64_t, T const*, T const*, T const*, T*, T*);              \
-  template void classification_counts<T>(std::int64_t, std::int64_t, T const*, T const*, bool, T*, T*);
+  template void classification_counts<T>(std::int64_t, std::int64_t, T const*, T const*, bool, T*, T*);                 \
+  template void layer_norm<T>(std::int64_t, std::int64_t, double, T const*, T const*, T const*, T*, T*);                  \
+  template void layer_norm_backward<T>(std::int64_t, std::int64_t, T const*, T const*, T const*, T const*, T*, T*, T*);   \
+  template void batch_norm<T>(bool, std::int64_t, std::int64_t, std::int64_t, double, double, T const*, T const*, T const*, \
+                              T const*, T const*, T*, T*, T*, T*);                                                        \
+  template void batch_norm_backward<T>(bool, std::int64_t, std::int64_t, std::int64_t, T const*, T const*, T const*, T const*, \
+                                       T*, T*, T*);
 NITRO_DETAIL_KERNELS(float)
 NITRO_DETAIL_KERNELS(double)
 #undef NITRO_DETAIL_KERNELS

@@ -9,6 +9,7 @@
 //   nitro::cuda::map, binary            element-wise maps and broadcast arithmetic, forward and backward
 //   nitro::cuda::reduce, softmax        reductions and softmax, forward and backward
 //   nitro::cuda::copy, transpose        copies between shapes (and their accumulating backward)
+//   nitro::cuda::layer_norm, batch_norm, dropout, embedding, pool2d   the layers' kernels, each way
 //   nitro::cuda::dense_program<Model>   a training step on the device for dense models (fused MLP
 //                                       kernels instantiated from the GraphConst widths, or cuBLASLt)
 //   nitro::cuda::dense_optimizer        one fused optimizer update per parameter group
@@ -25,14 +26,18 @@
 #include "nitro/kernels/copy.cuh"
 #include "nitro/kernels/cudnn.cuh"
 #include "nitro/kernels/dense_lt.cuh"
+#include "nitro/kernels/dropout.cuh"
 #include "nitro/kernels/elementwise.cuh"
+#include "nitro/kernels/embedding.cuh"
 #include "nitro/kernels/epilogue.cuh"
 #include "nitro/kernels/fused_mlp.cuh"
 #include "nitro/kernels/loss.cuh"
 #include "nitro/kernels/memory.cuh"
+#include "nitro/kernels/norm.cuh"
 #include "nitro/kernels/ops.cuh"
 #include "nitro/kernels/optimizer.cuh"
 #include "nitro/kernels/pointwise.cuh"
+#include "nitro/kernels/pooling.cuh"
 #include "nitro/kernels/reduction.cuh"
 #include "nitro/kernels/backend.cuh"
 #include "nitro/dist/cuda/data_parallel.cuh"

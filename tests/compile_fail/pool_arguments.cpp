@@ -1,5 +1,5 @@
 // A pooling window or stride of 0 does not compile; the error names the layer with its arguments.
-// EXPECT: pool_arguments_invalid<nitro::nn::pool_layer<nitro::nn::pool_kind::max, 2, 0>
+// EXPECT: pool_arguments_invalid<nitro::nn::pool_layer<nitro::pool_kind::max, 2, 0>
 // EXPECT: E-LAYER-008
 #include "common.hpp"
 

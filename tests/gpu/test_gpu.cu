@@ -527,6 +527,112 @@ void check_attention(kernel_case& k, nitro::rng& g) {
     CHECK(eg < table_limit<T>);
   }
 }
+template <class T>
+void check_layer_kernels(kernel_case& k, nitro::rng& g) {
+  nitro::device_ops& gpu = k.be.ops();
+  char const* type = std::is_same_v<T, float> ? "float " : "double";
+  for (auto [F, cols] : {std::array<std::int64_t, 2>{6, 5}, {64, 1000}, {200, 33}, {1000, 3}}) {
+    const std::size_t n = std::size_t(F * cols);
+    auto x = random_vector<T>(n, g, -2, 2), w = random_vector<T>(std::size_t(F), g), b = random_vector<T>(std::size_t(F), g);
+    auto gy = random_vector<T>(n, g);
+    std::vector<T> y(n), st(std::size_t(2 * cols)), gx(n, T(0.5)), gw(std::size_t(F), T(0.5)), gb(std::size_t(F), T(0.5));
+    k.cpu.layer_norm(F, cols, 1e-5, x.data(), w.data(), b.data(), y.data(), st.data());
+    k.cpu.layer_norm_backward(F, cols, x.data(), w.data(), st.data(), gy.data(), gx.data(), gw.data(), gb.data());
+    T* dx = k.dev(x); T* dw = k.dev(w); T* dy = k.dev(y); T* dst = k.dev(st);
+    T* dgx = k.dev(std::vector<T>(n, T(0.5))); T* dgw = k.dev(std::vector<T>(std::size_t(F), T(0.5))); T* dgb = k.dev(std::vector<T>(std::size_t(F), T(0.5)));
+    gpu.layer_norm(F, cols, 1e-5, dx, dw, k.dev(b), dy, dst);
+    gpu.layer_norm_backward(F, cols, dx, dw, dst, k.dev(gy), dgx, dgw, dgb);
+    const double ey = max_rel_error(k.host(dy, n), y), es = max_rel_error(k.host(dst, st.size()), st);
+    const double eb = std::max({max_rel_error(k.host(dgx, n), gx), max_rel_error(k.host(dgw, gw.size()), gw), max_rel_error(k.host(dgb, gb.size()), gb)});
+    std::printf("  layer_norm %s %4lld x %-4lld: y %.2e  stats %.2e  backward %.2e\n", type, (long long)F, (long long)cols, ey, es, eb);
+    CHECK(ey < table_limit<T>);
+    CHECK(es < table_limit<T>);
+    CHECK(eb < table_limit<T>);
+  }
+  for (auto [inner, C, B] : {std::array<std::int64_t, 3>{1, 16, 64}, {49, 8, 5}, {196, 3, 2}, {1, 300, 7}})
+    for (bool training : {true, false}) {
+      const std::size_t n = std::size_t(inner * C * B), c = std::size_t(C);
+      auto x = random_vector<T>(n, g, -2, 3), w = random_vector<T>(c, g), b = random_vector<T>(c, g), rm = random_vector<T>(c, g);
+      auto rv = random_vector<T>(c, g, 0.5, 2), gy = random_vector<T>(n, g);
+      std::vector<T> y(n), st(2 * c), nm(c, T(-9)), nv(c, T(-9)), gx(n, T(0.5)), gw(c, T(0.5)), gb(c, T(0.5));
+      k.cpu.batch_norm(training, inner, C, B, 1e-5, 0.1, x.data(), w.data(), b.data(), rm.data(), rv.data(), st.data(), nm.data(), nv.data(),
+                       y.data());
+      k.cpu.batch_norm_backward(training, inner, C, B, x.data(), w.data(), st.data(), gy.data(), gx.data(), gw.data(), gb.data());
+      T* dx = k.dev(x); T* dw = k.dev(w); T* dy = k.dev(y); T* dst = k.dev(st); T* dnm = k.dev(std::vector<T>(c, T(-9)));
+      T* dnv = k.dev(std::vector<T>(c, T(-9)));
+      T* dgx = k.dev(std::vector<T>(n, T(0.5))); T* dgw = k.dev(std::vector<T>(c, T(0.5))); T* dgb = k.dev(std::vector<T>(c, T(0.5)));
+      gpu.batch_norm(training, inner, C, B, 1e-5, 0.1, dx, dw, k.dev(b), k.dev(rm), k.dev(rv), dst, dnm, dnv, dy);
+      gpu.batch_norm_backward(training, inner, C, B, dx, dw, dst, k.dev(gy), dgx, dgw, dgb);
+      const double ey = max_rel_error(k.host(dy, n), y), es = max_rel_error(k.host(dst, st.size()), st);
+      const double er = std::max(max_rel_error(k.host(dnm, c), nm), max_rel_error(k.host(dnv, c), nv));  // evaluation: both untouched (-9)
+      const double eb = std::max({max_rel_error(k.host(dgx, n), gx), max_rel_error(k.host(dgw, c), gw), max_rel_error(k.host(dgb, c), gb)});
+      std::printf("  batch_norm %s %-8s %3lld x %3lld x %-3lld: y %.2e  stats %.2e  running %.2e  backward %.2e\n", type,
+                  training ? "training" : "eval", (long long)inner, (long long)C, (long long)B, ey, es, er, eb);
+      CHECK(ey < table_limit<T>);
+      CHECK(es < table_limit<T>);
+      CHECK(er < table_limit<T>);
+      CHECK(eb < table_limit<T>);
+    }
+  // dropout: the very mask of the CPU, so the same bits
+  for (std::int64_t n : {1, 1001, 100000}) {
+    const std::uint64_t seed = nitro::fold(99, std::uint64_t(n)), below = nitro::dropout_mask::threshold(0.3);
+    auto x = random_vector<T>(std::size_t(n), g), gy = random_vector<T>(std::size_t(n), g);
+    std::vector<T> y(static_cast<std::size_t>(n)), gx(static_cast<std::size_t>(n), T(0.5));
+    k.cpu.dropout(seed, below, n, T(1 / 0.7), x.data(), y.data());
+    k.cpu.dropout_backward(seed, below, n, T(1 / 0.7), gy.data(), gx.data());
+    T* dy = k.dev(y); T* dgx = k.dev(std::vector<T>(std::size_t(n), T(0.5)));
+    gpu.dropout(seed, below, n, T(1 / 0.7), k.dev(x), dy);
+    gpu.dropout_backward(seed, below, n, T(1 / 0.7), k.dev(gy), dgx);
+    CHECK(k.host(dy, y.size()) == y);
+    CHECK(k.host(dgx, gx.size()) == gx);
+  }
+  // the embedding: whole columns, and the gradient summed position after position as the CPU does
+  for (std::int64_t dim : {3, 64, 300}) {
+    const std::int64_t vocab = 50, count = 257;
+    std::vector<T> idx(static_cast<std::size_t>(count));
+    for (auto& v : idx) v = T(g.below(std::uint64_t(vocab)));
+    auto w = random_vector<T>(std::size_t(vocab * dim), g), gy = random_vector<T>(std::size_t(count * dim), g);
+    std::vector<T> y(static_cast<std::size_t>(count * dim)), gw(w.size(), T(0.5));
+    CHECK(k.cpu.embedding(vocab, dim, count, idx.data(), w.data(), y.data()) == -1);
+    k.cpu.embedding_backward(vocab, dim, count, idx.data(), gy.data(), gw.data());
+    T* di = k.dev(idx); T* dy = k.dev(y); T* dgw = k.dev(std::vector<T>(w.size(), T(0.5)));
+    CHECK(gpu.embedding(vocab, dim, count, di, k.dev(w), dy) == -1);
+    gpu.embedding_backward(vocab, dim, count, di, k.dev(gy), dgw);
+    CHECK(k.host(dy, y.size()) == y);
+    CHECK(k.host(dgw, gw.size()) == gw);
+    k.be.cuda_ops().check_flags();  // every index in the vocabulary: nothing raised
+    idx[5] = T(vocab);                // one outside: a column of zeros, and E-LAYER-005 at the check
+    T* dbad = k.dev(idx);
+    (void)gpu.embedding(vocab, dim, count, dbad, k.dev(w), dy);
+    const auto got = k.host(dy, y.size());
+    CHECK(std::all_of(got.begin() + 5 * dim, got.begin() + 6 * dim, [](T v) { return v == T(0); }));
+    CHECK(std::equal(got.begin(), got.begin() + 5 * dim, y.begin()));
+    CHECK_THROWS_WITH_AS(k.be.cuda_ops().check_flags(), doctest::Contains("E-LAYER-005"), nitro::error);
+    k.be.cuda_ops().check_flags();  // cleared by the check that raised
+  }
+  // pooling: the windows' arithmetic is shared, and each input's gradient gathered in the CPU's
+  // order, so the same bits; values on a coarse grid, so windows tie and the first largest must win
+  for (auto [kk, st, w, h] : {std::array<std::int64_t, 4>{2, 2, 28, 28}, {3, 2, 13, 9}, {2, 1, 7, 8}, {5, 3, 17, 11}, {3, 3, 9, 9}})
+    for (nitro::pool_kind kind : {nitro::pool_kind::max, nitro::pool_kind::average}) {
+      const nitro::pool_window p{kk, st, w, h, (w - kk) / st + 1, (h - kk) / st + 1, 6};
+      const std::size_t nin = std::size_t(p.planes * p.in_plane()), nout = std::size_t(p.planes * p.out_plane());
+      auto x = random_vector<T>(nin, g, -2, 2), gy = random_vector<T>(nout, g);
+      for (auto& v : x) v = std::round(v * 2) / 2;
+      std::vector<T> y(nout), gx(nin, T(0.5));
+      std::vector<std::uint32_t> arg(nout, 77u);
+      const bool is_max = kind == nitro::pool_kind::max;
+      k.cpu.pool2d(kind, p, x.data(), y.data(), is_max ? arg.data() : nullptr);
+      k.cpu.pool2d_backward(kind, p, gy.data(), is_max ? arg.data() : nullptr, gx.data());
+      T* dy = k.dev(y); T* dgx = k.dev(std::vector<T>(nin, T(0.5)));
+      std::uint32_t* darg = k.dev(std::vector<std::uint32_t>(nout, 77u));
+      gpu.pool2d(kind, p, k.dev(x), dy, is_max ? darg : nullptr);
+      gpu.pool2d_backward(kind, p, k.dev(gy), is_max ? darg : nullptr, dgx);
+      CHECK(k.host(dy, nout) == y);
+      CHECK(k.host(darg, nout) == arg);
+      CHECK(k.host(dgx, nin) == gx);
+    }
+  std::printf("  dropout, embedding, pooling (%s): the CPU's bits\n", type);
+}
 }  // namespace
 
 TEST_CASE_FIXTURE(kernel_case, "the table's products on the GPU: gemm (each transpose, beta 0, 1, 0.5), gemm_epilogue and its backward, float and double, equal the CPU's") {
@@ -539,6 +645,12 @@ TEST_CASE_FIXTURE(kernel_case, "the table's causal attention on the GPU, forward
   nitro::rng g(22);
   check_attention<float>(*this, g);
   check_attention<double>(*this, g);
+}
+
+TEST_CASE_FIXTURE(kernel_case, "the table's layer norm, batch norm (training and evaluation), dropout, embedding lookup and pooling on the GPU, forward and backward, float and double, equal the CPU's") {
+  nitro::rng g(25);
+  check_layer_kernels<float>(*this, g);
+  check_layer_kernels<double>(*this, g);
 }
 
 TEST_CASE_FIXTURE(kernel_case, "the metrics' counts on the GPU (accuracy and the confusion matrix; ties, soft targets, indices outside [0, C)) equal the CPU's") {
@@ -633,7 +745,7 @@ TEST_CASE("a step's tape through the GPU's table: the same graph, loss and gradi
   CHECK(max_rel_error(gpu.gb1, cpu.gb1) < 1e-4);
   CHECK(max_rel_error(gpu.gx, cpu.gx) < 1e-4);
   CHECK(max_rel_error(gpu.gw2, cpu.gw2) < 1e-4);
-  be.cuda_ops().check_loss_flags();  // no bad class index: nothing raised
+  be.cuda_ops().check_flags();  // no bad class index: nothing raised
 }
 
 TEST_CASE("fused MLP kernels and the cuBLASLt path equal the CPU backend") {

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -23,6 +24,7 @@ struct counting_ops final : nitro::device_ops {
   std::atomic<int> gemms{0}, regions{0}, fused{0}, epilogue_backwards{0}, attentions{0}, attention_backwards{0};
   std::atomic<int> maps{0}, map_backwards{0}, binaries{0}, binary_backwards{0}, reductions{0}, reduction_backwards{0}, softmaxes{0},
       softmax_backwards{0}, copies{0}, transposes{0}, losses{0}, loss_backwards{0}, counts{0};
+  std::atomic<int> norms{0}, norm_backwards{0}, dropouts{0}, dropout_backwards{0}, lookups{0}, lookup_backwards{0}, pools{0}, pool_backwards{0};
   nitro::device_kind device() const noexcept override { return nitro::device_kind::cpu; }
   char const* name() const noexcept override { return "counting"; }
   void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, float const* a, std::int64_t lda, float const* b,
@@ -213,6 +215,93 @@ struct counting_ops final : nitro::device_ops {
                                  double const* lse, double const* gout, double* gqkv) override {
     ++attention_backwards;
     nitro::cpu::ops::instance().causal_attention_backward(h, d, t, b, qkv, out, lse, gout, gqkv);
+  }
+  void layer_norm(std::int64_t F, std::int64_t n, double eps, float const* x, float const* w, float const* b, float* y, float* st) override {
+    ++norms;
+    nitro::cpu::ops::instance().layer_norm(F, n, eps, x, w, b, y, st);
+  }
+  void layer_norm(std::int64_t F, std::int64_t n, double eps, double const* x, double const* w, double const* b, double* y,
+                  double* st) override {
+    ++norms;
+    nitro::cpu::ops::instance().layer_norm(F, n, eps, x, w, b, y, st);
+  }
+  void layer_norm_backward(std::int64_t F, std::int64_t n, float const* x, float const* w, float const* st, float const* gy, float* gx,
+                           float* gw, float* gb) override {
+    ++norm_backwards;
+    nitro::cpu::ops::instance().layer_norm_backward(F, n, x, w, st, gy, gx, gw, gb);
+  }
+  void layer_norm_backward(std::int64_t F, std::int64_t n, double const* x, double const* w, double const* st, double const* gy, double* gx,
+                           double* gw, double* gb) override {
+    ++norm_backwards;
+    nitro::cpu::ops::instance().layer_norm_backward(F, n, x, w, st, gy, gx, gw, gb);
+  }
+  void batch_norm(bool tr, std::int64_t in, std::int64_t C, std::int64_t B, double eps, double mom, float const* x, float const* w,
+                  float const* b, float const* rm, float const* rv, float* st, float* nm, float* nv, float* y) override {
+    ++norms;
+    nitro::cpu::ops::instance().batch_norm(tr, in, C, B, eps, mom, x, w, b, rm, rv, st, nm, nv, y);
+  }
+  void batch_norm(bool tr, std::int64_t in, std::int64_t C, std::int64_t B, double eps, double mom, double const* x, double const* w,
+                  double const* b, double const* rm, double const* rv, double* st, double* nm, double* nv, double* y) override {
+    ++norms;
+    nitro::cpu::ops::instance().batch_norm(tr, in, C, B, eps, mom, x, w, b, rm, rv, st, nm, nv, y);
+  }
+  void batch_norm_backward(bool tr, std::int64_t in, std::int64_t C, std::int64_t B, float const* x, float const* w, float const* st,
+                           float const* gy, float* gx, float* gw, float* gb) override {
+    ++norm_backwards;
+    nitro::cpu::ops::instance().batch_norm_backward(tr, in, C, B, x, w, st, gy, gx, gw, gb);
+  }
+  void batch_norm_backward(bool tr, std::int64_t in, std::int64_t C, std::int64_t B, double const* x, double const* w, double const* st,
+                           double const* gy, double* gx, double* gw, double* gb) override {
+    ++norm_backwards;
+    nitro::cpu::ops::instance().batch_norm_backward(tr, in, C, B, x, w, st, gy, gx, gw, gb);
+  }
+  void dropout(std::uint64_t seed, std::uint64_t below, std::int64_t n, float scale, float const* x, float* y) override {
+    ++dropouts;
+    nitro::cpu::ops::instance().dropout(seed, below, n, scale, x, y);
+  }
+  void dropout(std::uint64_t seed, std::uint64_t below, std::int64_t n, double scale, double const* x, double* y) override {
+    ++dropouts;
+    nitro::cpu::ops::instance().dropout(seed, below, n, scale, x, y);
+  }
+  void dropout_backward(std::uint64_t seed, std::uint64_t below, std::int64_t n, float scale, float const* gy, float* gx) override {
+    ++dropout_backwards;
+    nitro::cpu::ops::instance().dropout_backward(seed, below, n, scale, gy, gx);
+  }
+  void dropout_backward(std::uint64_t seed, std::uint64_t below, std::int64_t n, double scale, double const* gy, double* gx) override {
+    ++dropout_backwards;
+    nitro::cpu::ops::instance().dropout_backward(seed, below, n, scale, gy, gx);
+  }
+  std::int64_t embedding(std::int64_t v, std::int64_t d, std::int64_t n, float const* idx, float const* w, float* y) override {
+    ++lookups;
+    return nitro::cpu::ops::instance().embedding(v, d, n, idx, w, y);
+  }
+  std::int64_t embedding(std::int64_t v, std::int64_t d, std::int64_t n, double const* idx, double const* w, double* y) override {
+    ++lookups;
+    return nitro::cpu::ops::instance().embedding(v, d, n, idx, w, y);
+  }
+  void embedding_backward(std::int64_t v, std::int64_t d, std::int64_t n, float const* idx, float const* gy, float* gw) override {
+    ++lookup_backwards;
+    nitro::cpu::ops::instance().embedding_backward(v, d, n, idx, gy, gw);
+  }
+  void embedding_backward(std::int64_t v, std::int64_t d, std::int64_t n, double const* idx, double const* gy, double* gw) override {
+    ++lookup_backwards;
+    nitro::cpu::ops::instance().embedding_backward(v, d, n, idx, gy, gw);
+  }
+  void pool2d(nitro::pool_kind kind, nitro::pool_window const& p, float const* x, float* y, std::uint32_t* arg) override {
+    ++pools;
+    nitro::cpu::ops::instance().pool2d(kind, p, x, y, arg);
+  }
+  void pool2d(nitro::pool_kind kind, nitro::pool_window const& p, double const* x, double* y, std::uint32_t* arg) override {
+    ++pools;
+    nitro::cpu::ops::instance().pool2d(kind, p, x, y, arg);
+  }
+  void pool2d_backward(nitro::pool_kind kind, nitro::pool_window const& p, float const* gy, std::uint32_t const* arg, float* gx) override {
+    ++pool_backwards;
+    nitro::cpu::ops::instance().pool2d_backward(kind, p, gy, arg, gx);
+  }
+  void pool2d_backward(nitro::pool_kind kind, nitro::pool_window const& p, double const* gy, std::uint32_t const* arg, double* gx) override {
+    ++pool_backwards;
+    nitro::cpu::ops::instance().pool2d_backward(kind, p, gy, arg, gx);
   }
   using nitro::device_ops::parallel_for;
   void parallel_for(int n, nitro::index_task task) override {
@@ -481,6 +570,150 @@ TEST_CASE("backend seam: the metrics' counts (accuracy, the confusion matrix) ru
   for (int c = 0; c < 5; ++c)
     want_soft += nitro::loss::argmax_column(&x[3 * c], 3) == nitro::loss::target_class(&soft[0], false, c, 3) ? 1 : 0;
   CHECK(by_soft == want_soft);
+}
+
+TEST_CASE("backend seam: layer norm, batch norm, dropout and the embedding lookup run on the step context's kernels, forward and backward") {
+  counting_ops ops;
+  // layer norm: each column (mean, biased variance) normalised, then w xhat + b
+  D x = filled({6, 5}, 0.3);
+  for (std::int64_t i = 0; i < x.numel(); ++i) x[i] += 0.01 * double(i * i % 11);
+  auto ln = nitro::nn::layer_norm<6>();
+  D y = step_on(ops, ln, x);
+  CHECK(int(ops.norms) == 1);
+  CHECK(int(ops.norm_backwards) == 1);
+  auto ps = params_of<decltype(ln)>(0.01);
+  for (int n = 0; n < 5; ++n) {
+    double mu = 0, var = 0;
+    for (int f = 0; f < 6; ++f) mu += x[6 * n + f] / 6;
+    for (int f = 0; f < 6; ++f) var += (x[6 * n + f] - mu) * (x[6 * n + f] - mu) / 6;
+    for (int f = 0; f < 6; ++f)
+      CHECK(y[6 * n + f] == doctest::Approx((x[6 * n + f] - mu) / std::sqrt(var + 1e-5) * nitro::get<"weight">(ps)[f] +
+                                            nitro::get<"bias">(ps)[f]).epsilon(1e-12));
+  }
+
+  // dropout: the layer drops exactly what tensor/dropout_mask.hpp's definition says, for the step's
+  // seed folded with its call counter, and scales the rest by 1 / (1 - p)
+  D xd = filled({40, 25}, 0.5);
+  D yd = step_on(ops, nitro::nn::dropout(0.25), xd);
+  CHECK(int(ops.dropouts) == 1);
+  CHECK(int(ops.dropout_backwards) == 1);
+  const std::uint64_t seed = nitro::fold(nitro::fold(1, nitro::nn::detail::dropout_stream), 0);
+  const std::uint64_t below = nitro::dropout_mask::threshold(0.25);
+  int kept = 0;
+  for (std::int64_t i = 0; i < xd.numel(); ++i) {
+    const bool keep = nitro::dropout_mask::keeps(seed, i, below);
+    kept += keep;
+    CHECK(yd[i] == (keep ? xd[i] / 0.75 : 0.0));
+  }
+  CHECK(kept > 700);  // about 750 of 1000
+  CHECK(kept < 800);
+  // the mask's words are SplitMix64's stream from the seed: nitro::splitmix64 of the advanced state
+  for (std::uint64_t j = 0; j < 5; ++j) CHECK(nitro::dropout_mask::word(seed, j) == nitro::splitmix64(seed + j * 0x9e3779b97f4a7c15ULL));
+  CHECK(nitro::dropout_mask::draw(seed, 3) == std::uint32_t(nitro::dropout_mask::word(seed, 1) >> 32));
+
+  // the embedding: column n is the table's column tok[n]; a bad index is E-LAYER-005 at its position
+  auto emb = nitro::nn::embedding<5, 3>();
+  D tok = D::from({4, 0, 4, 2}, {4});
+  D ye = step_on(ops, emb, tok);
+  CHECK(int(ops.lookups) == 1);
+  CHECK(int(ops.lookup_backwards) == 1);
+  for (int n = 0; n < 4; ++n)
+    for (int d = 0; d < 3; ++d) CHECK(ye[3 * n + d] == 0.01 * double((int(tok[n]) * 3 + d) % 7 - 3));
+  tok[2] = 5;
+  std::string what;
+  try {
+    (void)step_on(ops, emb, tok);
+  } catch (nitro::error const& e) {
+    what = std::string(e.code()) + " " + e.what();
+  }
+  CHECK(what.find("E-LAYER-005") == 0);
+  CHECK(what.find("index 5.000000 at position 2") != std::string::npos);
+
+  // batch norm in training: the batch's statistics, the running ones moved toward them, and the
+  // gradient of x, w and b, all through the table
+  auto bn = nitro::nn::batch_norm<3>();
+  using BN = decltype(bn);
+  D xb = filled({2, 2, 3, 4}, 0.2);
+  for (std::int64_t i = 0; i < xb.numel(); ++i) xb[i] += 0.003 * double(i);
+  std::vector<double> gxb(static_cast<std::size_t>(xb.numel())), gw(3), gb(3);
+  D mean_new, var_new;
+  {
+    nitro::arena mem;
+    nitro::tape tp(mem);
+    nitro::step_context ctx{&mem, &tp, true, 1, 0, &ops};
+    nitro::context_scope scope(ctx);
+    auto bps = params_of<BN>(0.5);
+    nitro::get<"weight">(bps).set_var(tp.leaf(gw.data(), sizeof(double) * 3));
+    nitro::get<"bias">(bps).set_var(tp.leaf(gb.data(), sizeof(double) * 3));
+    nitro::nn::layer_state<BN, double> st;
+    nitro::get<"running_mean">(st) = D::from({0.0, 0.0, 0.0}, {3});
+    nitro::get<"running_var">(st) = D::from({1.0, 1.0, 1.0}, {3});
+    xb.set_var(tp.leaf(gxb.data(), sizeof(double) * gxb.size()));
+    auto [yb, st2] = bn(xb, bps, st);
+    D l = nitro::sum(yb * yb);
+    tp.backward<double>(l.var(), 1.0);
+    mean_new = nitro::get<"running_mean">(st2).clone();
+    var_new = nitro::get<"running_var">(st2).clone();
+  }
+  CHECK(int(ops.norms) == 2);
+  CHECK(int(ops.norm_backwards) == 2);
+  D pooled = step_on(ops, nitro::nn::max_pool<2>(), filled({4, 4, 2, 3}, 0.1));
+  CHECK(int(ops.pools) == 1);
+  CHECK(int(ops.pool_backwards) == 1);
+  CHECK(pooled.shape() == nitro::shape{2, 2, 2, 3});
+  for (int c = 0; c < 3; ++c) {
+    double mu = 0, sq = 0;
+    for (int b = 0; b < 4; ++b)
+      for (int i = 0; i < 4; ++i) mu += xb[4 * (c + 3 * b) + i] / 16;
+    for (int b = 0; b < 4; ++b)
+      for (int i = 0; i < 4; ++i) sq += (xb[4 * (c + 3 * b) + i] - mu) * (xb[4 * (c + 3 * b) + i] - mu);
+    CHECK(mean_new[c] == doctest::Approx(0.1 * mu).epsilon(1e-12));
+    CHECK(var_new[c] == doctest::Approx(0.9 + 0.1 * sq / 15).epsilon(1e-12));
+    CHECK(gb[std::size_t(c)] != 0.0);  // sum(y^2) moves the bias of every channel
+  }
+}
+
+TEST_CASE("the CPU's pooling kernels: every window (the common ones unrolled, the others at run-time extents) against one window at a time") {
+  nitro::cpu::ops& cpu = nitro::cpu::ops::instance();
+  nitro::rng g(5);
+  for (auto [k, st, w, h] : {std::array<std::int64_t, 4>{2, 2, 8, 6}, {2, 1, 5, 5}, {3, 3, 9, 7}, {3, 2, 11, 8}, {3, 1, 6, 6}, {4, 3, 13, 10},
+                             {9, 1, 10, 9}, {5, 5, 5, 5}})
+    for (nitro::pool_kind kind : {nitro::pool_kind::max, nitro::pool_kind::average}) {
+      CAPTURE(k);
+      CAPTURE(st);
+      const nitro::pool_window p{k, st, w, h, (w - k) / st + 1, (h - k) / st + 1, 40};  // 40 planes: the pool's chunks
+      std::vector<double> x(std::size_t(p.planes * p.in_plane())), gy(std::size_t(p.planes * p.out_plane()));
+      for (auto& v : x) v = std::round(g.uniform(-2, 2) * 2) / 2;  // a coarse grid: windows tie
+      for (auto& v : gy) v = g.uniform(-1, 1);
+      std::vector<double> y(gy.size()), gx(x.size(), 0.25), want_gx(x.size(), 0.25);
+      std::vector<std::uint32_t> arg(gy.size());
+      const bool is_max = kind == nitro::pool_kind::max;
+      cpu.pool2d(kind, p, x.data(), y.data(), is_max ? arg.data() : nullptr);
+      cpu.pool2d_backward(kind, p, gy.data(), is_max ? arg.data() : nullptr, gx.data());
+      bool same = true;
+      for (std::int64_t pl = 0; pl < p.planes; ++pl)
+        for (std::int64_t oy = 0; oy < p.oh; ++oy)
+          for (std::int64_t ox = 0; ox < p.ow; ++ox) {
+            const std::size_t o = std::size_t(ox + p.ow * (oy + p.oh * pl));
+            double best = -1e300, sum = 0;
+            std::uint32_t first = 0;
+            for (std::int64_t ky = 0; ky < k; ++ky)
+              for (std::int64_t kx = 0; kx < k; ++kx) {
+                const double v = x[std::size_t(ox * st + kx + w * (oy * st + ky + h * pl))];
+                if (v > best) { best = v; first = std::uint32_t(kx + k * ky); }
+                sum += v;
+              }
+            same = same && (is_max ? y[o] == best && arg[o] == first : y[o] == doctest::Approx(sum / double(k * k)).epsilon(1e-14));
+            for (std::int64_t ky = 0; ky < k; ++ky)
+              for (std::int64_t kx = 0; kx < k; ++kx) {
+                const std::size_t i = std::size_t(ox * st + kx + w * (oy * st + ky + h * pl));
+                if (!is_max) want_gx[i] += gy[o] / double(k * k);
+                else if (std::uint32_t(kx + k * ky) == first) want_gx[i] += gy[o];
+              }
+          }
+      CHECK(same);
+      for (std::size_t i = 0; i < x.size(); ++i) CHECK(gx[i] == doctest::Approx(want_gx[i]).epsilon(1e-13));
+    }
 }
 
 TEST_CASE("backend seam: slices, concatenations and transposes copy on the step context's kernels, and their gradients land back") {

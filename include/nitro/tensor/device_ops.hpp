@@ -8,9 +8,10 @@
 // matmul's), products with their bias and activation fused (the dense layer's forward and
 // backward), element-wise maps and broadcast arithmetic, reductions and softmax (each forward and
 // backward), the losses (forward and backward), the metrics' counts, copies between shapes
-// (slices, concatenations, transposes), causal attention (forward and backward), parallel regions.
-// The other ops (norms, dropout, embedding, pooling, convolution's chunks) compute on host memory
-// with Eigen inside the CPU's own regions. A backend (tensor/cpu/backend.hpp, the reference)
+// (slices, concatenations, transposes), causal attention (forward and backward), the norms,
+// dropout, the embedding lookup and pooling (each forward and backward), parallel regions.
+// Convolution's im2col and col2im still compute on host memory inside the CPU's own regions (its
+// products are this table's). A backend (tensor/cpu/backend.hpp, the reference)
 // implements this table once; the handle installs its backend's table in every step and
 // evaluation context. A virtual call per product or parallel region: nothing next to the work.
 #pragma once
@@ -20,6 +21,7 @@
 #include "nitro/tensor/epilogue.hpp"
 #include "nitro/tensor/loss.hpp"
 #include "nitro/tensor/memory.hpp"
+#include "nitro/tensor/pooling.hpp"
 #include "nitro/tensor/reduction.hpp"
 
 #include <cstdint>      // int64_t
@@ -176,6 +178,64 @@ class device_ops {
                                          float const* qkv, float const* out, float const* lse, float const* gout, float* gqkv) = 0;
   virtual void causal_attention_backward(std::int64_t heads, std::int64_t head_dim, std::int64_t seq, std::int64_t batch,
                                          double const* qkv, double const* out, double const* lse, double const* gout, double* gqkv) = 0;
+
+  // Layer normalisation of `cols` columns of F features: y = (x - mean) rstd w + b per column (w, b:
+  // F values), rstd = 1 / sqrt(var + eps) with the biased variance; stats (2 per column: mean,
+  // rstd), when not null, keeps what the backward reads. The backward adds into gx, gw, gb (a null
+  // one is skipped), from x, w, the stats and gy.
+  virtual void layer_norm(std::int64_t F, std::int64_t cols, double eps, float const* x, float const* w, float const* b, float* y,
+                          float* stats) = 0;
+  virtual void layer_norm(std::int64_t F, std::int64_t cols, double eps, double const* x, double const* w, double const* b, double* y,
+                          double* stats) = 0;
+  virtual void layer_norm_backward(std::int64_t F, std::int64_t cols, float const* x, float const* w, float const* stats, float const* gy,
+                                   float* gx, float* gw, float* gb) = 0;
+  virtual void layer_norm_backward(std::int64_t F, std::int64_t cols, double const* x, double const* w, double const* stats,
+                                   double const* gy, double* gx, double* gw, double* gb) = 0;
+  // Batch normalisation of x [inner, C, B] per channel (inner * B values each), y = (x - mean) rstd
+  // w + b. Training: the batch's mean and biased variance, and new_mean / new_var = (1 - momentum)
+  // running + momentum (the batch's mean, its unbiased variance); evaluation: the running
+  // statistics (new_* untouched). stats (2 per channel: mean, rstd) receives what was used. The
+  // backward adds into gx, gw, gb (a null one is skipped); in training the statistics' own
+  // dependence on x is part of gx.
+  virtual void batch_norm(bool training, std::int64_t inner, std::int64_t C, std::int64_t B, double eps, double momentum, float const* x,
+                          float const* w, float const* b, float const* running_mean, float const* running_var, float* stats,
+                          float* new_mean, float* new_var, float* y) = 0;
+  virtual void batch_norm(bool training, std::int64_t inner, std::int64_t C, std::int64_t B, double eps, double momentum, double const* x,
+                          double const* w, double const* b, double const* running_mean, double const* running_var, double* stats,
+                          double* new_mean, double* new_var, double* y) = 0;
+  virtual void batch_norm_backward(bool training, std::int64_t inner, std::int64_t C, std::int64_t B, float const* x, float const* w,
+                                   float const* stats, float const* gy, float* gx, float* gw, float* gb) = 0;
+  virtual void batch_norm_backward(bool training, std::int64_t inner, std::int64_t C, std::int64_t B, double const* x, double const* w,
+                                   double const* stats, double const* gy, double* gx, double* gw, double* gb) = 0;
+
+  // Inverted dropout of n elements (tensor/dropout_mask.hpp decides each element from seed and
+  // its position): y = x scale where kept, 0 where dropped (below: the drop threshold, p 2^32).
+  // The backward adds gy scale into gx where kept.
+  virtual void dropout(std::uint64_t seed, std::uint64_t below, std::int64_t n, float scale, float const* x, float* y) = 0;
+  virtual void dropout(std::uint64_t seed, std::uint64_t below, std::int64_t n, double scale, double const* x, double* y) = 0;
+  virtual void dropout_backward(std::uint64_t seed, std::uint64_t below, std::int64_t n, float scale, float const* gy, float* gx) = 0;
+  virtual void dropout_backward(std::uint64_t seed, std::uint64_t below, std::int64_t n, double scale, double const* gy, double* gx) = 0;
+
+  // The embedding lookup: column n of y (dim values) = column idx[n] of the table w [dim, vocab],
+  // for n < count, the indices whole numbers held as values. Returns the first n whose index is
+  // not a whole number in [0, vocab) (nothing written then), or -1. A backend that cannot tell
+  // without waiting for its device returns -1, writes zeros for that column and raises E-LAYER-005
+  // at its next check. The backward adds column n of gy into column idx[n] of gw.
+  virtual std::int64_t embedding(std::int64_t vocab, std::int64_t dim, std::int64_t count, float const* idx, float const* w, float* y) = 0;
+  virtual std::int64_t embedding(std::int64_t vocab, std::int64_t dim, std::int64_t count, double const* idx, double const* w,
+                                 double* y) = 0;
+  virtual void embedding_backward(std::int64_t vocab, std::int64_t dim, std::int64_t count, float const* idx, float const* gy, float* gw) = 0;
+  virtual void embedding_backward(std::int64_t vocab, std::int64_t dim, std::int64_t count, double const* idx, double const* gy,
+                                  double* gw) = 0;
+
+  // Max or average pooling of p.planes planes (tensor/pooling.hpp: the window, its arithmetic);
+  // for max, arg (when not null, one per output) receives the place of each window's first
+  // largest value. The backward adds into gx: max routes each output's gradient to its arg's
+  // place, average spreads it evenly over the window.
+  virtual void pool2d(pool_kind kind, pool_window const& p, float const* x, float* y, std::uint32_t* arg) = 0;
+  virtual void pool2d(pool_kind kind, pool_window const& p, double const* x, double* y, std::uint32_t* arg) = 0;
+  virtual void pool2d_backward(pool_kind kind, pool_window const& p, float const* gy, std::uint32_t const* arg, float* gx) = 0;
+  virtual void pool2d_backward(pool_kind kind, pool_window const& p, double const* gy, std::uint32_t const* arg, double* gx) = 0;
 
   // task(0 .. n-1), each exactly once, on the backend's workers; returns when all are done. A task
   // that itself calls parallel_for runs that inner loop inline.

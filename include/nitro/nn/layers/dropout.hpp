@@ -5,14 +5,18 @@
 //
 // The mask is a pure function of the step: each dropout call draws from the step context's seed
 // folded with the context's per-call counter, so the same step (same seed, same calls in the same
-// order) drops the same elements, and gradcheck's repeated forwards see one mask. The backward
-// pass redraws the mask from that seed instead of keeping it.
+// order) drops the same elements, and gradcheck's repeated forwards see one mask. The mask itself is
+// counter-based (tensor/dropout_mask.hpp), so the step's kernels (device_ops::dropout: the CPU's
+// loop or the GPU's kernel) drop the same elements, and the backward pass redraws it from that
+// seed instead of keeping it.
 #pragma once
 
 #include "nitro/core/error.hpp"
 #include "nitro/core/rng.hpp"
 #include "nitro/nn/layer.hpp"
+#include "nitro/tensor/backend.hpp"
 #include "nitro/tensor/detail/record.hpp"
+#include "nitro/tensor/dropout_mask.hpp"
 
 #include <cstdint>  // uint64_t
 #include <cstdio>   // snprintf
@@ -22,18 +26,6 @@
 namespace nitro::nn {
 
 namespace detail {
-// Visits every element with whether it is kept: two 32-bit draws per generator call.
-template <class F>
-inline void for_each_kept(std::uint64_t seed, std::int64_t n, std::uint64_t drop_below, F&& f) {
-  rng g(seed);
-  std::int64_t i = 0;
-  for (; i + 1 < n; i += 2) {
-    const std::uint64_t r = g();
-    f(i, (r & 0xffffffffu) >= drop_below);
-    f(i + 1, (r >> 32) >= drop_below);
-  }
-  if (i < n) f(i, (g() & 0xffffffffu) >= drop_below);
-}
 inline constexpr std::uint64_t dropout_stream = 0x64726f706f7574ULL;  // "dropout"
 }  // namespace detail
 
@@ -54,21 +46,17 @@ struct dropout_layer : stateless {
     step_context* ctx = nitro::current_context();
     if (!ctx || !ctx->training || p == 0) return {x, st};
     const std::uint64_t seed = fold(fold(ctx->seed, nn::detail::dropout_stream), ctx->counter++);
-    // an element is dropped when a uniform 32-bit draw is below p * 2^32
-    const std::uint64_t below = static_cast<std::uint64_t>(p * 4294967296.0);
+    const std::uint64_t below = dropout_mask::threshold(p);
     const T scale = p >= 1 ? T(0) : static_cast<T>(1.0 / (1.0 - p));
     const std::int64_t n = x.numel();
     basic_tensor<T> y = make_output<T>(x.shape(), needs_grad(x));
-    T const* xd = x.data();
-    T* yd = y.data();
-    nn::detail::for_each_kept(seed, n, below, [&](std::int64_t i, bool keep) { yd[i] = keep ? xd[i] * scale : T(0); });
+    active_ops().dropout(seed, below, n, scale, x.data(), y.data());
     if (y.requires_grad()) {
       int xv = x.var(), yv = y.var();
       active_tape().record([=](tape& t) {
         T const* gy = t.grad_if_any<T>(yv);
         if (!gy) return;
-        T* gx = t.grad<T>(xv);
-        nn::detail::for_each_kept(seed, n, below, [&](std::int64_t i, bool keep) { if (keep) gx[i] += gy[i] * scale; });
+        active_ops().dropout_backward(seed, below, n, scale, gy, t.grad<T>(xv));
       });
     }
     return {y, st};

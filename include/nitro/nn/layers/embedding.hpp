@@ -6,8 +6,9 @@
 // set's batch carries them); the output puts Dim in front of the input's extents. The weight is
 // param<Dim, Vocab>: one contiguous column per token (the same bytes as PyTorch's [Vocab, Dim]
 // weight), initialised N(0, 1) like torch.nn.Embedding. A value that is not a whole number in
-// [0, Vocab) is E-LAYER-005. The gradient reaches the weight's columns the batch used (the indices
-// themselves have none). Float32 holds every whole number up to 2^24, so Vocab is limited to that.
+// [0, Vocab) is E-LAYER-005 (on a GPU, raised at the backend's next check of its flags). The
+// lookup and its gradient are the step's kernels (device_ops::embedding). The gradient reaches the
+// weight's columns the batch used (the indices themselves have none). Float32 holds every whole number up to 2^24, so Vocab is limited to that.
 //
 // The same weight read backwards is an output head (weight tying, as GPT-2 and nanoGPT tie theirs):
 // `unembed(x, ps)` gives the logits over the vocabulary, Wᵀ x: [Dim, ...] -> [Vocab, ...], one
@@ -21,9 +22,7 @@
 #include "nitro/tensor/backend.hpp"
 #include "nitro/tensor/detail/record.hpp"
 
-#include <cmath>    // floor
 #include <cstdint>  // int64_t
-#include <cstring>  // memcpy
 #include <string>   // describe
 #include <utility>  // pair
 
@@ -63,28 +62,23 @@ struct embedding_layer {
     for (int d = 0; d < s.rank(); ++d) ext[d + 1] = s[d];
     const shape out = shape::from(ext, ext + s.rank() + 1);
     const std::int64_t N = x.numel();
-    T const* xd = x.data();
-    for (std::int64_t n = 0; n < N; ++n) {
-      const T v = xd[n];
-      if (!(v >= T(0) && v < T(Vocab) && v == std::floor(v)))
-        throw error("E-LAYER-005",
-                    describe() + ": index " + std::to_string(double(v)) + " at position " + std::to_string(n) + " of the input (shape " +
-                        s.to_string() + ") is not a whole number in [0, " + std::to_string(Vocab) + ")",
-                    "map tokens to 0 .. " + std::to_string(Vocab - 1) + ", or enlarge the vocabulary");
-    }
     basic_tensor<T> const& w = get<"weight">(ps);
     basic_tensor<T> y = make_output<T>(out, needs_grad(w));
-    T const* wd = w.data();
-    T* yd = y.data();
-    for (std::int64_t n = 0; n < N; ++n)
-      std::memcpy(yd + n * Dim, wd + static_cast<std::int64_t>(xd[n]) * Dim, sizeof(T) * static_cast<std::size_t>(Dim));
+    T const* xd = x.data();
+    const std::int64_t bad = active_ops().embedding(Vocab, Dim, N, xd, w.data(), y.data());
+    if (bad >= 0) {
+      const double v = double(x.to_vector()[static_cast<std::size_t>(bad)]);  // where the step's memory is, read back
+      throw error("E-LAYER-005",
+                  describe() + ": index " + std::to_string(v) + " at position " + std::to_string(bad) + " of the input (shape " +
+                      s.to_string() + ") is not a whole number in [0, " + std::to_string(Vocab) + ")",
+                  "map tokens to 0 .. " + std::to_string(Vocab - 1) + ", or enlarge the vocabulary");
+    }
     if (y.requires_grad()) {
       int wv = w.var(), yv = y.var();
       active_tape().record([=](tape& t) {
         T const* gy = t.grad_if_any<T>(yv);
         if (!gy) return;
-        T* gw = t.grad<T>(wv);
-        for (std::int64_t n = 0; n < N; ++n) flat(gw + static_cast<std::int64_t>(xd[n]) * Dim, Dim) += flat(gy + n * Dim, Dim);
+        active_ops().embedding_backward(Vocab, Dim, N, xd, gy, t.grad<T>(wv));
       });
     }
     return {y, st};

@@ -10,15 +10,17 @@
 // variance and returns st_new whose running_mean / running_var moved toward the batch's mean and
 // unbiased variance by `momentum` (0.1); in evaluation it normalises with the running statistics
 // and returns st unchanged. eps defaults to 1e-5 in both layers. Each is one tape node whose
-// backward is the closed form (the mean and 1/std per column or channel kept in the step's arena).
+// backward is the closed form (the mean and 1/std per column or channel kept in the step's arena),
+// both computed by the step's kernels (device_ops::layer_norm, batch_norm: the CPU's column loops
+// or the GPU's kernels).
 #pragma once
 
 #include "nitro/core/error.hpp"
 #include "nitro/nn/init.hpp"
 #include "nitro/nn/layer.hpp"
+#include "nitro/tensor/backend.hpp"
 #include "nitro/tensor/detail/record.hpp"
 
-#include <cmath>    // sqrt
 #include <cstdint>  // int64_t
 #include <string>   // describe
 #include <utility>  // pair
@@ -59,39 +61,16 @@ struct layer_norm_layer {
     basic_tensor<T> y = make_output<T>(x.shape(), grad);
     // per column: mean and 1/std, kept for the backward pass
     T* stats = grad ? active_tape().memory().template allocate_n<T>(static_cast<std::size_t>(2 * N)) : nullptr;
-    T const* xd = x.data();
-    T const* wd = w.data();
-    T const* bd = b.data();
-    T* yd = y.data();
-    const T eps = static_cast<T>(options.eps);
-    for (std::int64_t n = 0; n < N; ++n) {
-      auto X = flat(xd + n * F, F);
-      const T mu = X.mean();
-      const T var = (X - mu).square().mean();
-      const T rstd = T(1) / std::sqrt(var + eps);
-      flat(yd + n * F, F) = (X - mu) * rstd * flat(wd, F) + flat(bd, F);
-      if (stats) { stats[2 * n] = mu; stats[2 * n + 1] = rstd; }
-    }
+    active_ops().layer_norm(F, N, options.eps, x.data(), w.data(), b.data(), y.data(), stats);
     if (grad) {
+      T const* xd = x.data();
+      T const* wd = w.data();
       int xv = x.var(), wv = w.var(), bv = b.var(), yv = y.var();
       active_tape().record([=](tape& t) {
         T const* gy = t.grad_if_any<T>(yv);
         if (!gy) return;
-        T* gx = xv >= 0 ? t.grad<T>(xv) : nullptr;
-        T* gw = wv >= 0 ? t.grad<T>(wv) : nullptr;
-        T* gb = bv >= 0 ? t.grad<T>(bv) : nullptr;
-        for (std::int64_t n = 0; n < N; ++n) {
-          const T mu = stats[2 * n], rstd = stats[2 * n + 1];
-          auto G = flat(gy + n * F, F);
-          auto Xhat = (flat(xd + n * F, F) - mu) * rstd;
-          if (gw) flat(gw, F) += G * Xhat;
-          if (gb) flat(gb, F) += G;
-          if (gx) {
-            auto D = G * flat(wd, F);  // d loss / d xhat
-            const T mean_d = D.mean(), mean_dx = (D * Xhat).mean();
-            flat(gx + n * F, F) += (D - mean_d - Xhat * mean_dx) * rstd;
-          }
-        }
+        active_ops().layer_norm_backward(F, N, xd, wd, stats, gy, xv >= 0 ? t.grad<T>(xv) : nullptr, wv >= 0 ? t.grad<T>(wv) : nullptr,
+                                         bv >= 0 ? t.grad<T>(bv) : nullptr);
       });
     }
     return {y, st};
@@ -157,78 +136,28 @@ struct batch_norm_layer {
     const bool grad = needs_grad(x, w, b);
     basic_tensor<T> y = make_output<T>(s, grad);
     params_t<state_spec, T> st_new = st;
-    // per channel: the mean and 1/std used
+    // per channel: the mean and 1/std used, in the step's memory
     basic_tensor<T> stats = basic_tensor<T>::empty(shape{2, C});
-    T* sd = stats.data();
-    T const* xd = x.data();
-    const T eps = static_cast<T>(options.eps);
-    auto channel = [&](std::int64_t c, std::int64_t bb) { return xd + inner * (c + C * bb); };
+    T* nm = nullptr;
+    T* nv = nullptr;
     if (training) {
-      basic_tensor<T> nm = basic_tensor<T>::empty(shape{C}), nv = basic_tensor<T>::empty(shape{C});
-      const T mom = static_cast<T>(options.momentum);
-      for (std::int64_t c = 0; c < C; ++c) {
-        T sum = 0;
-        for (std::int64_t bb = 0; bb < B; ++bb) sum += flat(channel(c, bb), inner).sum();
-        const T mu = sum / T(M);
-        T sq = 0;
-        for (std::int64_t bb = 0; bb < B; ++bb) sq += (flat(channel(c, bb), inner) - mu).square().sum();
-        const T var = sq / T(M);
-        sd[2 * c] = mu;
-        sd[2 * c + 1] = T(1) / std::sqrt(var + eps);
-        nm[c] = (T(1) - mom) * rm[c] + mom * mu;
-        nv[c] = (T(1) - mom) * rv[c] + mom * var * T(M) / T(M - 1);
-      }
-      get<"running_mean">(st_new) = nm;
-      get<"running_var">(st_new) = nv;
-    } else {
-      for (std::int64_t c = 0; c < C; ++c) {
-        sd[2 * c] = rm[c];
-        sd[2 * c + 1] = T(1) / std::sqrt(rv[c] + eps);
-      }
+      get<"running_mean">(st_new) = basic_tensor<T>::empty(shape{C});
+      get<"running_var">(st_new) = basic_tensor<T>::empty(shape{C});
+      nm = get<"running_mean">(st_new).data();
+      nv = get<"running_var">(st_new).data();
     }
-    T const* wd = w.data();
-    T const* bd = b.data();
-    T* yd = y.data();
-    for (std::int64_t bb = 0; bb < B; ++bb)
-      for (std::int64_t c = 0; c < C; ++c) {
-        const T scale = sd[2 * c + 1] * wd[c], shift = bd[c] - sd[2 * c] * scale;
-        flat(yd + inner * (c + C * bb), inner) = flat(channel(c, bb), inner) * scale + shift;
-      }
-
+    active_ops().batch_norm(training, inner, C, B, options.eps, options.momentum, x.data(), w.data(), b.data(), rm.data(), rv.data(),
+                            stats.data(), nm, nv, y.data());
     if (grad) {
+      T const* xd = x.data();
+      T const* wd = w.data();
+      T const* sd = stats.data();
       int xv = x.var(), wv = w.var(), bv = b.var(), yv = y.var();
       active_tape().record([=](tape& t) {
         T const* gy = t.grad_if_any<T>(yv);
         if (!gy) return;
-        T* gx = xv >= 0 ? t.grad<T>(xv) : nullptr;
-        T* gw = wv >= 0 ? t.grad<T>(wv) : nullptr;
-        T* gb = bv >= 0 ? t.grad<T>(bv) : nullptr;
-        for (std::int64_t c = 0; c < C; ++c) {
-          const T mu = sd[2 * c], rstd = sd[2 * c + 1];
-          T sum_g = 0, sum_gx = 0;  // sum of g, and of g * xhat, over the channel
-          for (std::int64_t bb = 0; bb < B; ++bb) {
-            const std::int64_t o = inner * (c + C * bb);
-            auto G = flat(gy + o, inner);
-            sum_g += G.sum();
-            sum_gx += (G * ((flat(xd + o, inner) - mu) * rstd)).sum();
-          }
-          if (gw) gw[c] += sum_gx;
-          if (gb) gb[c] += sum_g;
-          if (!gx) continue;
-          const T k = wd[c] * rstd;
-          if (training) {  // the batch statistics depend on x too
-            const T mean_g = sum_g / T(M), mean_gx = sum_gx / T(M);
-            for (std::int64_t bb = 0; bb < B; ++bb) {
-              const std::int64_t o = inner * (c + C * bb);
-              flat(gx + o, inner) += (flat(gy + o, inner) - mean_g - (flat(xd + o, inner) - mu) * rstd * mean_gx) * k;
-            }
-          } else {
-            for (std::int64_t bb = 0; bb < B; ++bb) {
-              const std::int64_t o = inner * (c + C * bb);
-              flat(gx + o, inner) += flat(gy + o, inner) * k;
-            }
-          }
-        }
+        active_ops().batch_norm_backward(training, inner, C, B, xd, wd, sd, gy, xv >= 0 ? t.grad<T>(xv) : nullptr,
+                                         wv >= 0 ? t.grad<T>(wv) : nullptr, bv >= 0 ? t.grad<T>(bv) : nullptr);
       });
     }
     return {y, training ? st_new : st};

@@ -5,25 +5,26 @@
 //
 // No padding; the output is (in - K) / Stride + 1 wide and high (PyTorch's floor mode), every
 // channel pooled on its own. max_pool's backward routes each output's gradient to the first
-// largest input of its window (row by row); the winner's place in its window is kept, one byte
-// per output, in the step's arena while a gradient is recorded (never the heap). avg_pool spreads
-// each gradient evenly over the window.
+// largest input of its window (row by row); the winner's place in its window is kept, one word per
+// output, in the step's arena while a gradient is recorded (never the heap). avg_pool spreads each
+// gradient evenly over the window. Both run on the step's kernels (device_ops::pool2d: the CPU's
+// plane loops, tensor/cpu/pooling.hpp, or the GPU's kernels).
 #pragma once
 
 #include "nitro/core/meta.hpp"
 #include "nitro/nn/layer.hpp"
 #include "nitro/nn/layers/detail/spatial.hpp"
+#include "nitro/tensor/backend.hpp"
 #include "nitro/tensor/detail/record.hpp"
+#include "nitro/tensor/pooling.hpp"
 
-#include <bit>          // countr_zero
-#include <cstdint>      // int64_t, uint8_t, uint32_t, uint64_t
-#include <string>       // describe
-#include <type_traits>  // conditional_t
-#include <utility>      // pair
+#include <cstdint>  // int64_t, uint32_t
+#include <string>   // describe
+#include <utility>  // pair
 
 namespace nitro::nn {
 
-enum class pool_kind { max, average };
+using nitro::pool_kind;  // max, average (tensor/pooling.hpp)
 
 template <class Layer, std::int64_t K, std::int64_t Stride>
 struct pool_arguments_invalid {
@@ -48,91 +49,22 @@ struct pool_layer : stateless {
   std::pair<basic_tensor<T>, tree<>> operator()(basic_tensor<T> const& x, tree<> const&, tree<> const& st) const {
     using namespace nitro::detail;
     const nn::detail::image_geometry geo = nn::detail::check_image(x.shape(), -1, K, Stride, 0, [&] { return describe(); });
-    const std::int64_t planes = geo.c * geo.b, in_plane = geo.in_plane(), out_plane = geo.out_plane();
+    const pool_window p{K, Stride, geo.w, geo.h, geo.ow, geo.oh, geo.c * geo.b};
     basic_tensor<T> y = make_output<T>(shape{geo.ow, geo.oh, geo.c, geo.b}, needs_grad(x));
-    // max with a gradient: each output's winner, as its position in the window, in the step's arena
-    arg_t* arg = nullptr;
+    // max with a gradient: each output's winner, as its place in the window, in the step's arena
+    std::uint32_t* arg = nullptr;
     if (Kind == pool_kind::max && y.requires_grad())
-      arg = active_tape().memory().template allocate_n<arg_t>(static_cast<std::size_t>(planes * out_plane));
-    T const* xd = x.data();
-    T* yd = y.data();
-    const double work = double(planes) * double(out_plane) * double(K * K);
-    const nn::detail::chunking ch(planes);
-    nn::detail::run_chunks(ch, work, [&](std::int64_t c) {
-      for (std::int64_t p = ch.begin(c); p < ch.end(c); ++p) {
-        if (arg) forward_plane<true>(xd + p * in_plane, geo, yd + p * out_plane, arg + p * out_plane);
-        else forward_plane<false>(xd + p * in_plane, geo, yd + p * out_plane, nullptr);
-      }
-    });
+      arg = active_tape().memory().template allocate_n<std::uint32_t>(static_cast<std::size_t>(p.planes * p.out_plane()));
+    active_ops().pool2d(Kind, p, x.data(), y.data(), arg);
     if (y.requires_grad()) {
       int xv = x.var(), yv = y.var();
       active_tape().record([=](tape& t) {
         T const* gy = t.grad_if_any<T>(yv);
         if (!gy) return;
-        T* gx = t.grad<T>(xv);
-        nn::detail::run_chunks(ch, work, [&](std::int64_t c) {
-          for (std::int64_t p = ch.begin(c); p < ch.end(c); ++p)
-            backward_plane(gy + p * out_plane, geo, gx + p * in_plane, arg ? arg + p * out_plane : nullptr);
-        });
+        active_ops().pool2d_backward(Kind, p, gy, arg, t.grad<T>(xv));
       });
     }
     return {y, st};
-  }
-
- private:
-  using arg_t = std::conditional_t<(K * K <= 256), std::uint8_t, std::uint32_t>;
-
-  // Window by window, branch-free: the maximum by comparisons the compiler turns into max
-  // instructions, then the first tap equal to it from a bit mask (K*K <= 64) — random data would
-  // mispredict a branch per tap.
-  template <bool WithArg, class T>
-  static void forward_plane(T const* x, nn::detail::image_geometry const& g, T* y, arg_t* arg) {
-    const std::int64_t w = g.w;
-    for (std::int64_t oy = 0; oy < g.oh; ++oy) {
-      T const* r = x + w * oy * Stride;  // the windows' top row; row ky is r + ky * w
-      T* yr = y + g.ow * oy;
-      for (std::int64_t ox = 0; ox < g.ow; ++ox) {
-        T const* q = r + ox * Stride;
-        if constexpr (Kind == pool_kind::max) {
-          T v[K * K];
-          for (std::int64_t ky = 0; ky < K; ++ky)
-            for (std::int64_t kx = 0; kx < K; ++kx) v[kx + K * ky] = q[kx + w * ky];
-          T m = v[0];
-          for (std::int64_t i = 1; i < K * K; ++i) m = v[i] > m ? v[i] : m;
-          yr[ox] = m;
-          if constexpr (WithArg) {
-            if constexpr (K * K <= 64) {
-              std::uint64_t hit = std::uint64_t(1) << (K * K - 1);  // (NaN windows: the last tap)
-              for (std::int64_t i = 0; i < K * K; ++i) hit |= std::uint64_t(v[i] == m) << i;
-              arg[ox + g.ow * oy] = static_cast<arg_t>(std::countr_zero(hit));
-            } else {
-              arg_t at = K * K - 1;
-              for (std::int64_t i = K * K - 1; i >= 0; --i) at = v[i] == m ? static_cast<arg_t>(i) : at;
-              arg[ox + g.ow * oy] = at;
-            }
-          }
-        } else {
-          T s = 0;
-          for (std::int64_t ky = 0; ky < K; ++ky)
-            for (std::int64_t kx = 0; kx < K; ++kx) s += q[kx + w * ky];
-          yr[ox] = s * (T(1) / T(K * K));
-        }
-      }
-    }
-  }
-  template <class T>
-  static void backward_plane(T const* gy, nn::detail::image_geometry const& g, T* gx, arg_t const* arg) {
-    for (std::int64_t oy = 0; oy < g.oh; ++oy)
-      for (std::int64_t ox = 0; ox < g.ow; ++ox) {
-        const std::int64_t o = ox + g.ow * oy, at = ox * Stride + g.w * oy * Stride;
-        if constexpr (Kind == pool_kind::max) {
-          gx[at + arg[o] % K + g.w * (arg[o] / K)] += gy[o];
-        } else {
-          const T v = gy[o] * (T(1) / T(K * K));
-          for (std::int64_t ky = 0; ky < K; ++ky)
-            for (std::int64_t kx = 0; kx < K; ++kx) gx[at + kx + g.w * ky] += v;
-        }
-      }
   }
 };
 

@@ -6,13 +6,18 @@
 // whichever this CPU has, found at run time; Eigen's otherwise), their epilogues one Eigen pass
 // (tensor/ops/epilogue.hpp), element-wise maps and broadcast arithmetic Eigen's arrays
 // (cpu/elementwise.hpp), reductions and softmax loops (cpu/reduction.hpp), the losses column
-// loops and Eigen sums (cpu/loss.hpp), copies Eigen's, attention in tiles (cpu/attention.hpp),
-// parallel regions the process's thread pool (cpu/thread_pool.hpp).
+// loops and Eigen sums (cpu/loss.hpp), copies Eigen's, attention in tiles (cpu/attention.hpp), the
+// norms, dropout and the embedding column loops (cpu/norm.hpp, dropout.hpp, embedding.hpp),
+// pooling plane by plane (cpu/pooling.hpp), parallel regions the process's thread pool (cpu/thread_pool.hpp).
 #pragma once
 
 #include "nitro/core/runtime.hpp"
 #include "nitro/tensor/cpu/attention.hpp"
+#include "nitro/tensor/cpu/dropout.hpp"
 #include "nitro/tensor/cpu/elementwise.hpp"
+#include "nitro/tensor/cpu/embedding.hpp"
+#include "nitro/tensor/cpu/norm.hpp"
+#include "nitro/tensor/cpu/pooling.hpp"
 #include "nitro/tensor/cpu/reduction.hpp"
 #include "nitro/tensor/cpu/gemm.hpp"
 #include "nitro/tensor/cpu/loss.hpp"
@@ -249,6 +254,75 @@ class ops : public device_ops {
   void causal_attention_backward(std::int64_t heads, std::int64_t d, std::int64_t seq, std::int64_t batch, double const* qkv,
                                  double const* out, double const* lse, double const* gout, double* gqkv) override {
     cpu::causal_attention_backward<double>(heads, d, seq, batch, qkv, out, lse, gout, gqkv);
+  }
+  void layer_norm(std::int64_t F, std::int64_t cols, double eps, float const* x, float const* w, float const* b, float* y,
+                  float* stats) override {
+    cpu::layer_norm<float>(F, cols, eps, x, w, b, y, stats);
+  }
+  void layer_norm(std::int64_t F, std::int64_t cols, double eps, double const* x, double const* w, double const* b, double* y,
+                  double* stats) override {
+    cpu::layer_norm<double>(F, cols, eps, x, w, b, y, stats);
+  }
+  void layer_norm_backward(std::int64_t F, std::int64_t cols, float const* x, float const* w, float const* stats, float const* gy, float* gx,
+                           float* gw, float* gb) override {
+    cpu::layer_norm_backward<float>(F, cols, x, w, stats, gy, gx, gw, gb);
+  }
+  void layer_norm_backward(std::int64_t F, std::int64_t cols, double const* x, double const* w, double const* stats, double const* gy,
+                           double* gx, double* gw, double* gb) override {
+    cpu::layer_norm_backward<double>(F, cols, x, w, stats, gy, gx, gw, gb);
+  }
+  void batch_norm(bool training, std::int64_t inner, std::int64_t C, std::int64_t B, double eps, double momentum, float const* x,
+                  float const* w, float const* b, float const* rm, float const* rv, float* stats, float* nm, float* nv, float* y) override {
+    cpu::batch_norm<float>(training, inner, C, B, eps, momentum, x, w, b, rm, rv, stats, nm, nv, y);
+  }
+  void batch_norm(bool training, std::int64_t inner, std::int64_t C, std::int64_t B, double eps, double momentum, double const* x,
+                  double const* w, double const* b, double const* rm, double const* rv, double* stats, double* nm, double* nv,
+                  double* y) override {
+    cpu::batch_norm<double>(training, inner, C, B, eps, momentum, x, w, b, rm, rv, stats, nm, nv, y);
+  }
+  void batch_norm_backward(bool training, std::int64_t inner, std::int64_t C, std::int64_t B, float const* x, float const* w,
+                           float const* stats, float const* gy, float* gx, float* gw, float* gb) override {
+    cpu::batch_norm_backward<float>(training, inner, C, B, x, w, stats, gy, gx, gw, gb);
+  }
+  void batch_norm_backward(bool training, std::int64_t inner, std::int64_t C, std::int64_t B, double const* x, double const* w,
+                           double const* stats, double const* gy, double* gx, double* gw, double* gb) override {
+    cpu::batch_norm_backward<double>(training, inner, C, B, x, w, stats, gy, gx, gw, gb);
+  }
+  void dropout(std::uint64_t seed, std::uint64_t below, std::int64_t n, float scale, float const* x, float* y) override {
+    cpu::dropout<float>(seed, below, n, scale, x, y);
+  }
+  void dropout(std::uint64_t seed, std::uint64_t below, std::int64_t n, double scale, double const* x, double* y) override {
+    cpu::dropout<double>(seed, below, n, scale, x, y);
+  }
+  void dropout_backward(std::uint64_t seed, std::uint64_t below, std::int64_t n, float scale, float const* gy, float* gx) override {
+    cpu::dropout_backward<float>(seed, below, n, scale, gy, gx);
+  }
+  void dropout_backward(std::uint64_t seed, std::uint64_t below, std::int64_t n, double scale, double const* gy, double* gx) override {
+    cpu::dropout_backward<double>(seed, below, n, scale, gy, gx);
+  }
+  std::int64_t embedding(std::int64_t vocab, std::int64_t dim, std::int64_t count, float const* idx, float const* w, float* y) override {
+    return cpu::embedding<float>(vocab, dim, count, idx, w, y);
+  }
+  std::int64_t embedding(std::int64_t vocab, std::int64_t dim, std::int64_t count, double const* idx, double const* w, double* y) override {
+    return cpu::embedding<double>(vocab, dim, count, idx, w, y);
+  }
+  void embedding_backward(std::int64_t vocab, std::int64_t dim, std::int64_t count, float const* idx, float const* gy, float* gw) override {
+    cpu::embedding_backward<float>(vocab, dim, count, idx, gy, gw);
+  }
+  void embedding_backward(std::int64_t vocab, std::int64_t dim, std::int64_t count, double const* idx, double const* gy, double* gw) override {
+    cpu::embedding_backward<double>(vocab, dim, count, idx, gy, gw);
+  }
+  void pool2d(pool_kind kind, pool_window const& p, float const* x, float* y, std::uint32_t* arg) override {
+    cpu::pool2d<float>(kind, p, x, y, arg);
+  }
+  void pool2d(pool_kind kind, pool_window const& p, double const* x, double* y, std::uint32_t* arg) override {
+    cpu::pool2d<double>(kind, p, x, y, arg);
+  }
+  void pool2d_backward(pool_kind kind, pool_window const& p, float const* gy, std::uint32_t const* arg, float* gx) override {
+    cpu::pool2d_backward<float>(kind, p, gy, arg, gx);
+  }
+  void pool2d_backward(pool_kind kind, pool_window const& p, double const* gy, std::uint32_t const* arg, double* gx) override {
+    cpu::pool2d_backward<double>(kind, p, gy, arg, gx);
   }
   using device_ops::parallel_for;
   void parallel_for(int n, index_task task) override { thread_pool::instance().parallel_for(n, [&](int i) { task(i); }); }

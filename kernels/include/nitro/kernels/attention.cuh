@@ -16,6 +16,7 @@
 #pragma once
 
 #include "nitro/core/error.hpp"
+#include "nitro/kernels/reduction.cuh"  // warp_sum
 #include "nitro/tensor/cuda/runtime.cuh"
 #include "nitro/tensor/elementwise.hpp"
 
@@ -31,13 +32,6 @@ namespace detail {
 
 constexpr int attention_lanes = 32, attention_per_lane = 8;  // head_dim <= 32 * 8
 constexpr int attention_warps = 4;                             // warps (rows) per block
-
-template <class T>
-__device__ inline T warp_sum(T v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // Lane `lane`'s share of a head_dim row: elements lane, lane + 32, ...
 template <class T>

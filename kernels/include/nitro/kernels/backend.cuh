@@ -93,7 +93,7 @@ class cuda_backend {
   // The kernels table (kernels/ops.cuh) a step on this GPU runs: every op and loss, the products
   // through cuBLASLt, all on the compute stream.
   device_ops& ops() const noexcept { return *m_ops; }
-  // The same table as CUDA's own: TF32, its cuBLASLt plans, the loss flags (check_loss_flags).
+  // The same table as CUDA's own: TF32, its cuBLASLt plans, the kernels' flags (check_flags).
   cuda::ops& cuda_ops() const noexcept { return *m_ops; }
   // Waits for everything queued on both streams.
   void synchronize() const {

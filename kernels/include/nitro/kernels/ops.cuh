@@ -10,13 +10,14 @@
 // Products (gemm, and gemm_epilogue's) go through cuBLASLt in float (FP32, or TF32 when asked) and
 // in double, plans cached by shape; a bias with identity or relu rides cuBLASLt's epilogue, other
 // activations (and a kept pre-activation) follow as one bias_activation kernel. Everything else is
-// the kernels of kernels/{elementwise,reduction,loss,copy,epilogue,attention}.cuh (the metrics'
-// counts in loss.cuh), whose sums run
-// in a fixed order: the same bits on every run. Nothing here waits for the device: a value reaches
-// the host only through memory().copy_to_host (Tensor::item, to_vector).
+// the kernels of kernels/{elementwise,reduction,loss,copy,epilogue,attention,norm,dropout,
+// embedding,pooling}.cuh (the metrics' counts in loss.cuh), whose sums run in a fixed order: the same bits
+// on every run. Nothing here waits for the device: a value reaches the host only through
+// memory().copy_to_host (Tensor::item, to_vector).
 //
-// A kernel cannot throw: cross-entropy flags a class index outside [0, C) in a word on the device,
-// and check_loss_flags() (one read-back, where the caller syncs anyway) raises the CPU's E-LOSS-003.
+// A kernel cannot throw: cross-entropy flags a class index outside [0, C), and the embedding an
+// index outside its vocabulary, in a word on the device; check_flags() (one read-back, where the
+// caller syncs anyway) raises the CPU's E-LOSS-003 or E-LAYER-005.
 // parallel_for runs its tasks in order on the calling thread: each queues kernels on the stream,
 // which the GPU runs in parallel by itself.
 #pragma once
@@ -25,10 +26,14 @@
 #include "nitro/kernels/attention.cuh"
 #include "nitro/kernels/copy.cuh"
 #include "nitro/kernels/dense_lt.cuh"
+#include "nitro/kernels/dropout.cuh"
 #include "nitro/kernels/elementwise.cuh"
+#include "nitro/kernels/embedding.cuh"
 #include "nitro/kernels/epilogue.cuh"
 #include "nitro/kernels/loss.cuh"
 #include "nitro/kernels/memory.cuh"
+#include "nitro/kernels/norm.cuh"
+#include "nitro/kernels/pooling.cuh"
 #include "nitro/kernels/reduction.cuh"
 #include "nitro/tensor/cuda/runtime.cuh"
 #include "nitro/tensor/device_ops.hpp"
@@ -72,15 +77,19 @@ class ops final : public device_ops {
   }
   lt_gemm& products() noexcept { return m_gemm; }
 
-  // Reads the cross-entropy flags back (a host sync) and clears them; E-LOSS-003 when a class index
-  // outside [0, C) was met since the last check.
-  void check_loss_flags() {
+  // Reads the kernels' flags back (a host sync) and clears them: E-LOSS-003 when cross-entropy met a
+  // class index outside [0, C), E-LAYER-005 when an embedding met an index outside its vocabulary,
+  // since the last check.
+  void check_flags() {
     device_scope on(m_device);
     unsigned f = 0;
     NITRO_CUDA_CHECK(cudaMemcpyAsync(&f, m_flags.data(), sizeof f, cudaMemcpyDeviceToHost, m_stream));
     NITRO_CUDA_CHECK(cudaStreamSynchronize(m_stream));
     if (f == 0) return;
     NITRO_CUDA_CHECK(cudaMemsetAsync(m_flags.data(), 0, sizeof(unsigned), m_stream));
+    if (f & embedding_bad_index)
+      throw error("E-LAYER-005", "an embedding on the device met an index that is not a whole number in [0, vocabulary)",
+                  "map tokens to 0 .. vocabulary - 1, or enlarge the vocabulary");
     metric_sums sums;
     sums.flags = f;
     sums.check();
@@ -232,6 +241,80 @@ class ops final : public device_ops {
                                  double const* out, double const* lse, double const* gout, double* gqkv) override {
     cuda::causal_attention_backward<double>(m_stream, heads, head_dim, seq, batch, qkv, out, lse, gout, gqkv);
   }
+
+  // ---- norms, dropout, embedding, pooling ------------------------------------------------------------------
+  void layer_norm(std::int64_t F, std::int64_t cols, double eps, float const* x, float const* w, float const* b, float* y,
+                  float* stats) override {
+    cuda::layer_norm<float>(m_stream, F, cols, eps, x, w, b, y, stats);
+  }
+  void layer_norm(std::int64_t F, std::int64_t cols, double eps, double const* x, double const* w, double const* b, double* y,
+                  double* stats) override {
+    cuda::layer_norm<double>(m_stream, F, cols, eps, x, w, b, y, stats);
+  }
+  void layer_norm_backward(std::int64_t F, std::int64_t cols, float const* x, float const* w, float const* stats, float const* gy, float* gx,
+                           float* gw, float* gb) override {
+    cuda::layer_norm_backward<float>(m_stream, F, cols, x, w, stats, gy, gx, gw, gb);
+  }
+  void layer_norm_backward(std::int64_t F, std::int64_t cols, double const* x, double const* w, double const* stats, double const* gy,
+                           double* gx, double* gw, double* gb) override {
+    cuda::layer_norm_backward<double>(m_stream, F, cols, x, w, stats, gy, gx, gw, gb);
+  }
+  void batch_norm(bool training, std::int64_t inner, std::int64_t C, std::int64_t B, double eps, double momentum, float const* x,
+                  float const* w, float const* b, float const* rm, float const* rv, float* stats, float* nm, float* nv, float* y) override {
+    cuda::batch_norm<float>(m_stream, training, inner, C, B, eps, momentum, x, w, b, rm, rv, stats, nm, nv, y);
+  }
+  void batch_norm(bool training, std::int64_t inner, std::int64_t C, std::int64_t B, double eps, double momentum, double const* x,
+                  double const* w, double const* b, double const* rm, double const* rv, double* stats, double* nm, double* nv,
+                  double* y) override {
+    cuda::batch_norm<double>(m_stream, training, inner, C, B, eps, momentum, x, w, b, rm, rv, stats, nm, nv, y);
+  }
+  void batch_norm_backward(bool training, std::int64_t inner, std::int64_t C, std::int64_t B, float const* x, float const* w,
+                           float const* stats, float const* gy, float* gx, float* gw, float* gb) override {
+    cuda::batch_norm_backward<float>(m_stream, training, inner, C, B, x, w, stats, gy, gx, gw, gb);
+  }
+  void batch_norm_backward(bool training, std::int64_t inner, std::int64_t C, std::int64_t B, double const* x, double const* w,
+                           double const* stats, double const* gy, double* gx, double* gw, double* gb) override {
+    cuda::batch_norm_backward<double>(m_stream, training, inner, C, B, x, w, stats, gy, gx, gw, gb);
+  }
+  void dropout(std::uint64_t seed, std::uint64_t below, std::int64_t n, float scale, float const* x, float* y) override {
+    cuda::dropout<float>(m_stream, seed, below, n, scale, x, y);
+  }
+  void dropout(std::uint64_t seed, std::uint64_t below, std::int64_t n, double scale, double const* x, double* y) override {
+    cuda::dropout<double>(m_stream, seed, below, n, scale, x, y);
+  }
+  void dropout_backward(std::uint64_t seed, std::uint64_t below, std::int64_t n, float scale, float const* gy, float* gx) override {
+    cuda::dropout_backward<float>(m_stream, seed, below, n, scale, gy, gx);
+  }
+  void dropout_backward(std::uint64_t seed, std::uint64_t below, std::int64_t n, double scale, double const* gy, double* gx) override {
+    cuda::dropout_backward<double>(m_stream, seed, below, n, scale, gy, gx);
+  }
+  std::int64_t embedding(std::int64_t vocab, std::int64_t dim, std::int64_t count, float const* idx, float const* w, float* y) override {
+    cuda::embedding<float>(m_stream, vocab, dim, count, idx, w, y, m_flags.data());
+    return -1;  // a bad index is flagged on the device: check_flags()
+  }
+  std::int64_t embedding(std::int64_t vocab, std::int64_t dim, std::int64_t count, double const* idx, double const* w, double* y) override {
+    cuda::embedding<double>(m_stream, vocab, dim, count, idx, w, y, m_flags.data());
+    return -1;
+  }
+  void embedding_backward(std::int64_t vocab, std::int64_t dim, std::int64_t count, float const* idx, float const* gy, float* gw) override {
+    cuda::embedding_backward<float>(m_stream, vocab, dim, count, idx, gy, gw);
+  }
+  void embedding_backward(std::int64_t vocab, std::int64_t dim, std::int64_t count, double const* idx, double const* gy, double* gw) override {
+    cuda::embedding_backward<double>(m_stream, vocab, dim, count, idx, gy, gw);
+  }
+  void pool2d(pool_kind kind, pool_window const& p, float const* x, float* y, std::uint32_t* arg) override {
+    cuda::pool2d<float>(m_stream, kind, p, x, y, arg);
+  }
+  void pool2d(pool_kind kind, pool_window const& p, double const* x, double* y, std::uint32_t* arg) override {
+    cuda::pool2d<double>(m_stream, kind, p, x, y, arg);
+  }
+  void pool2d_backward(pool_kind kind, pool_window const& p, float const* gy, std::uint32_t const* arg, float* gx) override {
+    cuda::pool2d_backward<float>(m_stream, kind, p, gy, arg, gx);
+  }
+  void pool2d_backward(pool_kind kind, pool_window const& p, double const* gy, std::uint32_t const* arg, double* gx) override {
+    cuda::pool2d_backward<double>(m_stream, kind, p, gy, arg, gx);
+  }
+
   void parallel_for(int n, index_task task) override {
     for (int i = 0; i < n; ++i) task(i);
   }
@@ -281,7 +364,7 @@ class ops final : public device_ops {
   bool m_tf32 = false;
   std::unique_ptr<lt_handle> m_lt;
   lt_gemm m_gemm;
-  device_buffer<unsigned> m_flags;  // cross-entropy's bad-index word
+  device_buffer<unsigned> m_flags;  // cross-entropy's and the embedding's bad-index word
 };
 
 }  // namespace nitro::cuda

@@ -31,6 +31,15 @@ constexpr std::int64_t block_extent = 64;
 template <class T> __device__ inline T exp_of(T x) { return exp(x); }
 template <class T> __device__ inline T log_of(T x) { return log(x); }
 
+// The warp's 32 values summed by a butterfly of shuffles: every lane ends with the same bits (each
+// level adds the same two partial sums on both lanes).
+template <class T>
+__device__ inline T warp_sum(T v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
 // The block's threads combine v (sum, or max when `take_max`) in a fixed order; every thread gets
 // the result. `shared` holds reduce_threads values.
 template <class T>
