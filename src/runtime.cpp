@@ -77,6 +77,12 @@ template void detail::copy<float>(std::int64_t, std::int64_t, float const*, std:
 template void detail::copy<double>(std::int64_t, std::int64_t, double const*, std::int64_t, double*, std::int64_t, bool);
 template void detail::transpose<float>(std::int64_t, std::int64_t, float const*, float*, bool);
 template void detail::transpose<double>(std::int64_t, std::int64_t, double const*, double*, bool);
+template void conv2d<float>(conv_window const&, float const*, float const*, float const*, epilogue_act, float*, float*, float*);
+template void conv2d<double>(conv_window const&, double const*, double const*, double const*, epilogue_act, double*, double*, double*);
+template void conv2d_backward<float>(conv_window const&, epilogue_act, float const*, float const*, float const*, float const*, float*, float*,
+                                     float*, float*);
+template void conv2d_backward<double>(conv_window const&, epilogue_act, double const*, double const*, double const*, double const*, double*,
+                                      double*, double*, double*);
 template void pool2d<float>(pool_kind, pool_window const&, float const*, float*, std::uint32_t*);
 template void pool2d<double>(pool_kind, pool_window const&, double const*, double*, std::uint32_t*);
 template void pool2d_backward<float>(pool_kind, pool_window const&, float const*, std::uint32_t const*, float*);

@@ -10,6 +10,7 @@
 //   nitro::cuda::reduce, softmax        reductions and softmax, forward and backward
 //   nitro::cuda::copy, transpose        copies between shapes (and their accumulating backward)
 //   nitro::cuda::layer_norm, batch_norm, dropout, embedding, pool2d   the layers' kernels, each way
+//   nitro::cuda::im2col, col2im, channel_bias_activation   a convolution's pieces (ops runs conv2d)
 //   nitro::cuda::dense_program<Model>   a training step on the device for dense models (fused MLP
 //                                       kernels instantiated from the GraphConst widths, or cuBLASLt)
 //   nitro::cuda::dense_optimizer        one fused optimizer update per parameter group
@@ -23,6 +24,7 @@
 #endif
 
 #include "nitro/kernels/attention.cuh"
+#include "nitro/kernels/conv.cuh"
 #include "nitro/kernels/copy.cuh"
 #include "nitro/kernels/cudnn.cuh"
 #include "nitro/kernels/dense_lt.cuh"

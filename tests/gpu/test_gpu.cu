@@ -632,6 +632,35 @@ void check_layer_kernels(kernel_case& k, nitro::rng& g) {
       CHECK(k.host(dgx, nin) == gx);
     }
   std::printf("  dropout, embedding, pooling (%s): the CPU's bits\n", type);
+  // convolution: padded, strided, a 1x1 kernel (no im2col); each activation, with and without a bias
+  for (auto [kk, st, pad, w, h, ci, co, bs] : {std::array<std::int64_t, 8>{3, 1, 1, 12, 12, 3, 8, 4}, {1, 1, 0, 5, 5, 3, 4, 2},
+                                               {5, 2, 2, 13, 11, 2, 6, 3}})
+    for (nitro::epilogue_act act : {nitro::epilogue_act::identity, nitro::epilogue_act::relu, nitro::epilogue_act::gelu})
+      for (bool with_bias : {true, false}) {
+        const nitro::conv_window p{kk, st, pad, w, h, ci, (w + 2 * pad - kk) / st + 1, (h + 2 * pad - kk) / st + 1, co, bs};
+        const std::size_t nx = std::size_t(p.batch * p.in_plane() * ci), ny = std::size_t(p.batch * p.out_plane() * co);
+        const std::size_t nw = std::size_t(p.rows() * co);
+        auto x = random_vector<T>(nx, g), wt = random_vector<T>(nw, g), b = random_vector<T>(std::size_t(co), g), gy = random_vector<T>(ny, g);
+        const bool keep_z = nitro::needs_preactivation(act);
+        std::vector<T> y(ny), z(ny), gx(nx, T(0.5)), gw(nw, T(0.5)), gb(std::size_t(co), T(0.5));
+        std::vector<T> scratch(std::size_t(std::max(k.cpu.conv2d_scratch(p, true), k.cpu.conv2d_scratch(p, false)) + 1));
+        k.cpu.conv2d(p, x.data(), wt.data(), with_bias ? b.data() : nullptr, act, keep_z ? z.data() : nullptr, y.data(), scratch.data());
+        k.cpu.conv2d_backward(p, act, x.data(), wt.data(), keep_z ? z.data() : y.data(), gy.data(), gx.data(), gw.data(),
+                              with_bias ? gb.data() : nullptr, scratch.data());
+        T* dx = k.dev(x); T* dw = k.dev(wt); T* dy = k.dev(y); T* dz = k.dev(z);
+        T* ds = k.dev(std::vector<T>(std::size_t(std::max(gpu.conv2d_scratch(p, true), gpu.conv2d_scratch(p, false)) + 1)));
+        T* dgx = k.dev(std::vector<T>(nx, T(0.5))); T* dgw = k.dev(std::vector<T>(nw, T(0.5))); T* dgb = k.dev(std::vector<T>(std::size_t(co), T(0.5)));
+        gpu.conv2d(p, dx, dw, with_bias ? k.dev(b) : nullptr, act, keep_z ? dz : nullptr, dy, ds);
+        gpu.conv2d_backward(p, act, dx, dw, keep_z ? dz : dy, k.dev(gy), dgx, dgw, with_bias ? dgb : nullptr, ds);
+        const double ey = max_rel_error(k.host(dy, ny), y), ez = keep_z ? max_rel_error(k.host(dz, ny), z) : 0.0;
+        const double eb = std::max({max_rel_error(k.host(dgx, nx), gx), max_rel_error(k.host(dgw, nw), gw),
+                                    max_rel_error(k.host(dgb, gb.size()), gb)});
+        std::printf("  conv2d %s k %lld s %lld pad %lld %s%s: y %.2e  z %.2e  backward %.2e\n", type, (long long)kk, (long long)st,
+                    (long long)pad, nitro::to_string(act), with_bias ? " +bias" : "", ey, ez, eb);
+        CHECK(ey < table_limit<T>);
+        CHECK(ez < table_limit<T>);
+        CHECK(eb < table_limit<T>);
+      }
 }
 }  // namespace
 
@@ -647,7 +676,7 @@ TEST_CASE_FIXTURE(kernel_case, "the table's causal attention on the GPU, forward
   check_attention<double>(*this, g);
 }
 
-TEST_CASE_FIXTURE(kernel_case, "the table's layer norm, batch norm (training and evaluation), dropout, embedding lookup and pooling on the GPU, forward and backward, float and double, equal the CPU's") {
+TEST_CASE_FIXTURE(kernel_case, "the table's layer norm, batch norm (training and evaluation), dropout, embedding lookup, pooling and convolution on the GPU, forward and backward, float and double, equal the CPU's") {
   nitro::rng g(25);
   check_layer_kernels<float>(*this, g);
   check_layer_kernels<double>(*this, g);

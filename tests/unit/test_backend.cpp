@@ -24,7 +24,8 @@ struct counting_ops final : nitro::device_ops {
   std::atomic<int> gemms{0}, regions{0}, fused{0}, epilogue_backwards{0}, attentions{0}, attention_backwards{0};
   std::atomic<int> maps{0}, map_backwards{0}, binaries{0}, binary_backwards{0}, reductions{0}, reduction_backwards{0}, softmaxes{0},
       softmax_backwards{0}, copies{0}, transposes{0}, losses{0}, loss_backwards{0}, counts{0};
-  std::atomic<int> norms{0}, norm_backwards{0}, dropouts{0}, dropout_backwards{0}, lookups{0}, lookup_backwards{0}, pools{0}, pool_backwards{0};
+  std::atomic<int> norms{0}, norm_backwards{0}, dropouts{0}, dropout_backwards{0}, lookups{0}, lookup_backwards{0}, pools{0}, pool_backwards{0},
+      convs{0}, conv_backwards{0};
   nitro::device_kind device() const noexcept override { return nitro::device_kind::cpu; }
   char const* name() const noexcept override { return "counting"; }
   void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, float const* a, std::int64_t lda, float const* b,
@@ -286,6 +287,29 @@ struct counting_ops final : nitro::device_ops {
   void embedding_backward(std::int64_t v, std::int64_t d, std::int64_t n, double const* idx, double const* gy, double* gw) override {
     ++lookup_backwards;
     nitro::cpu::ops::instance().embedding_backward(v, d, n, idx, gy, gw);
+  }
+  std::int64_t conv2d_scratch(nitro::conv_window const& p, bool backward) const override {
+    return nitro::cpu::ops::instance().conv2d_scratch(p, backward);
+  }
+  void conv2d(nitro::conv_window const& p, float const* x, float const* w, float const* b, nitro::epilogue_act act, float* z, float* y,
+              float* s) override {
+    ++convs;
+    nitro::cpu::ops::instance().conv2d(p, x, w, b, act, z, y, s);
+  }
+  void conv2d(nitro::conv_window const& p, double const* x, double const* w, double const* b, nitro::epilogue_act act, double* z, double* y,
+              double* s) override {
+    ++convs;
+    nitro::cpu::ops::instance().conv2d(p, x, w, b, act, z, y, s);
+  }
+  void conv2d_backward(nitro::conv_window const& p, nitro::epilogue_act act, float const* x, float const* w, float const* yz, float const* gy,
+                       float* gx, float* gw, float* gb, float* s) override {
+    ++conv_backwards;
+    nitro::cpu::ops::instance().conv2d_backward(p, act, x, w, yz, gy, gx, gw, gb, s);
+  }
+  void conv2d_backward(nitro::conv_window const& p, nitro::epilogue_act act, double const* x, double const* w, double const* yz,
+                       double const* gy, double* gx, double* gw, double* gb, double* s) override {
+    ++conv_backwards;
+    nitro::cpu::ops::instance().conv2d_backward(p, act, x, w, yz, gy, gx, gw, gb, s);
   }
   void pool2d(nitro::pool_kind kind, nitro::pool_window const& p, float const* x, float* y, std::uint32_t* arg) override {
     ++pools;
@@ -823,13 +847,36 @@ TEST_CASE("the fused epilogue: every activation, with and without bias, kept pre
   }
 }
 
-TEST_CASE("backend seam: a convolution's chunks, run on worker threads, still use the step's kernels") {
+TEST_CASE("backend seam: a convolution is the step context's kernel, forward and backward, with its scratch in the step's arena") {
   counting_ops ops;
-  // batch 64 of 12x12x3 images: enough work that the chunks run as a parallel region
+  // batch 64 of 12x12x3 images, padded, a relu fused; and a 1x1 kernel (each image its own im2col)
   D y = step_on(ops, nitro::nn::conv2d<3, 8, 3, 1, 1>(nitro::nn::relu), filled({12, 12, 3, 64}, 0.05));
   CHECK(y.shape() == nitro::shape{12, 12, 8, 64});
-  if (std::thread::hardware_concurrency() > 1) CHECK(int(ops.regions) >= 1);
-  CHECK(int(ops.gemms) == 64 * 3);  // per sample: the forward product, dW and dx (im2col path)
+  CHECK(int(ops.convs) == 1);
+  CHECK(int(ops.conv_backwards) == 1);
+  CHECK(int(ops.gemms) == 0);  // the products are the convolution's own, inside its entry
+  D y1 = step_on(ops, nitro::nn::conv2d<3, 4, 1>(), filled({5, 5, 3, 2}, 0.05));
+  CHECK(y1.shape() == nitro::shape{5, 5, 4, 2});
+  CHECK(int(ops.convs) == 2);
+  // the values: a direct sum over the window, against the table's output, for the padded relu
+  auto ps = params_of<nitro::nn::conv2d_layer<3, 8, 3, 1, 1, nitro::nn::relu_t>>(0.01);
+  D x = filled({12, 12, 3, 64}, 0.05);
+  auto const& w = nitro::get<"weight">(ps);
+  auto const& b = nitro::get<"bias">(ps);
+  for (int n : {0, 63})
+    for (int o : {0, 7})
+      for (int oy : {0, 5, 11})
+        for (int ox : {0, 11}) {
+          double s = b[o];
+          for (int c = 0; c < 3; ++c)
+            for (int ky = 0; ky < 3; ++ky)
+              for (int kx = 0; kx < 3; ++kx) {
+                const int ix = ox - 1 + kx, iy = oy - 1 + ky;
+                if (ix < 0 || ix >= 12 || iy < 0 || iy >= 12) continue;
+                s += w[kx + 3 * (ky + 3 * (c + 3 * o))] * x[ix + 12 * (iy + 12 * (c + 3 * n))];
+              }
+          CHECK(y[ox + 12 * (oy + 12 * (o + 8 * n))] == doctest::Approx(std::max(s, 0.0)).epsilon(1e-12));
+        }
 }
 
 namespace {

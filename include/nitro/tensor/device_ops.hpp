@@ -9,13 +9,13 @@
 // backward), element-wise maps and broadcast arithmetic, reductions and softmax (each forward and
 // backward), the losses (forward and backward), the metrics' counts, copies between shapes
 // (slices, concatenations, transposes), causal attention (forward and backward), the norms,
-// dropout, the embedding lookup and pooling (each forward and backward), parallel regions.
-// Convolution's im2col and col2im still compute on host memory inside the CPU's own regions (its
-// products are this table's). A backend (tensor/cpu/backend.hpp, the reference)
+// dropout, the embedding lookup, pooling and convolution (each forward and backward), parallel
+// regions. A backend (tensor/cpu/backend.hpp, the reference)
 // implements this table once; the handle installs its backend's table in every step and
 // evaluation context. A virtual call per product or parallel region: nothing next to the work.
 #pragma once
 
+#include "nitro/tensor/convolution.hpp"
 #include "nitro/tensor/device.hpp"
 #include "nitro/tensor/elementwise.hpp"
 #include "nitro/tensor/epilogue.hpp"
@@ -236,6 +236,23 @@ class device_ops {
   virtual void pool2d(pool_kind kind, pool_window const& p, double const* x, double* y, std::uint32_t* arg) = 0;
   virtual void pool2d_backward(pool_kind kind, pool_window const& p, float const* gy, std::uint32_t const* arg, float* gx) = 0;
   virtual void pool2d_backward(pool_kind kind, pool_window const& p, double const* gy, std::uint32_t const* arg, double* gx) = 0;
+
+  // 2-D convolution (tensor/convolution.hpp: the extents and layouts): y = act(conv(x, w) + bias)
+  // (bias: out_c values, or null); z, when not null, receives the pre-activation (what the
+  // derivative of an activation with needs_preactivation reads); scratch holds
+  // conv2d_scratch(p, false) values in the backend's memory. The backward adds the gradients of x,
+  // w and the bias into gx, gw, gb (a null one is skipped), from the output y, or the
+  // pre-activation where the derivative reads it (yz), with conv2d_scratch(p, true) values of
+  // scratch.
+  virtual std::int64_t conv2d_scratch(conv_window const& p, bool backward) const = 0;
+  virtual void conv2d(conv_window const& p, float const* x, float const* w, float const* bias, epilogue_act act, float* z, float* y,
+                      float* scratch) = 0;
+  virtual void conv2d(conv_window const& p, double const* x, double const* w, double const* bias, epilogue_act act, double* z, double* y,
+                      double* scratch) = 0;
+  virtual void conv2d_backward(conv_window const& p, epilogue_act act, float const* x, float const* w, float const* yz, float const* gy,
+                               float* gx, float* gw, float* gb, float* scratch) = 0;
+  virtual void conv2d_backward(conv_window const& p, epilogue_act act, double const* x, double const* w, double const* yz, double const* gy,
+                               double* gx, double* gw, double* gb, double* scratch) = 0;
 
   // task(0 .. n-1), each exactly once, on the backend's workers; returns when all are done. A task
   // that itself calls parallel_for runs that inner loop inline.

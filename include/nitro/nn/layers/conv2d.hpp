@@ -8,12 +8,11 @@
 // PyTorch it is a cross-correlation, and the initialisers default to PyTorch's (fan_in = K*K*InC).
 // The output's width and height come from the input at run time: (in + 2 Pad - K) / Stride + 1.
 //
-// Forward, per sample: im2col into step-arena scratch [P, K*K*InC] (P = output pixels), one GEMM with
-// the weight seen as [K*K*InC, OutC] accumulated onto the bias straight into the sample's [P, OutC]
-// block of the WHCN output, then the activation in place. Backward, per sample: the activation's derivative,
-// dW += col^T g (col recomputed, not kept), dcol = g W^T, col2im into dx. Samples run in fixed chunks
-// on the CPU backend's threads; the weight and bias gradients are summed per chunk, then in chunk
-// order. One coarse tape node; nothing allocated from the heap.
+// One coarse tape node on the step's kernels (device_ops::conv2d and its backward, with scratch
+// from the step's arena; nothing from the heap): on the CPU (tensor/cpu/conv.hpp) im2col and one
+// product per sample onto the bias, the activation in place, samples in fixed chunks on the thread
+// pool; on a GPU (kernels/conv.cuh) the batch's im2col, cuBLASLt products and one bias-and-
+// activation kernel.
 #pragma once
 
 #include "nitro/core/meta.hpp"
@@ -22,10 +21,10 @@
 #include "nitro/nn/layers/activation.hpp"
 #include "nitro/nn/layers/detail/spatial.hpp"
 #include "nitro/tensor/backend.hpp"
+#include "nitro/tensor/convolution.hpp"
 #include "nitro/tensor/detail/record.hpp"
 
 #include <cstdint>  // int64_t
-#include <cstring>  // memset
 #include <string>   // describe
 #include <utility>  // pair
 
@@ -96,7 +95,7 @@ struct conv2d_layer {
                                                                    params_t<state_spec, T> const& st) const {
     using namespace nitro::detail;
     const nn::detail::image_geometry geo = nn::detail::check_image(x.shape(), InC, K, Stride, Pad, [&] { return describe(); });
-    const std::int64_t B = geo.b, P = geo.out_plane(), in_plane = geo.in_plane() * InC;
+    const conv_window p{K, Stride, Pad, geo.w, geo.h, InC, geo.ow, geo.oh, OutC, geo.b};
     basic_tensor<T> const& W = get<"weight">(ps);
     basic_tensor<T> bias;
     if constexpr (Bias) bias = get<"bias">(ps);
@@ -105,109 +104,31 @@ struct conv2d_layer {
       else return needs_grad(x, W);
     }();
 
-    basic_tensor<T> y = make_output<T>(shape{geo.ow, geo.oh, OutC, B}, grad);
+    basic_tensor<T> y = make_output<T>(shape{geo.ow, geo.oh, OutC, geo.b}, grad);
     // z keeps the pre-activation only when the activation's derivative needs it (gelu)
     basic_tensor<T> z = Act::needs_preactivation && grad ? basic_tensor<T>::empty(y.shape()) : y;
-    const nn::detail::chunking ch(B);
-    basic_tensor<T> scratch;
-    if constexpr (!direct) scratch = basic_tensor<T>::empty(shape{ch.count * P * kkc});
-    T const* xd = x.data();
-    T const* wd = W.data();
+    device_ops& ops = active_ops();
+    const std::int64_t n_scratch = ops.conv2d_scratch(p, false);
+    basic_tensor<T> scratch = n_scratch > 0 ? basic_tensor<T>::empty(shape{n_scratch}) : basic_tensor<T>{};
     T const* bd = Bias ? bias.data() : nullptr;
-    T* yd = y.data();
-    T* zd = z.data();
-    T* sd = scratch.data();
-    device_ops& ops = nitro::detail::active_ops();  // taken here: the chunks run on worker threads, outside the step's context
-    nn::detail::run_chunks(ch, 2.0 * double(B) * double(P) * double(kkc) * double(OutC), [&](std::int64_t c) {
-      T* col = direct ? nullptr : sd + c * P * kkc;
-      for (std::int64_t b = ch.begin(c); b < ch.end(c); ++b) {
-        T const* xb = xd + b * in_plane;
-        if constexpr (direct) col = const_cast<T*>(xb);
-        else nn::detail::im2col<K, Stride, Pad>(xb, geo, col);
-        T* zb = zd + b * P * OutC;
-        // the bias first, then the product accumulates onto it: one pass over the output saved
-        if constexpr (Bias)
-          for (std::int64_t o = 0; o < OutC; ++o) flat(zb + o * P, P) = bd[o];
-        ops.gemm(false, false, P, OutC, kkc, T(1), col, P, wd, kkc, Bias ? T(1) : T(0), zb, P);
-        if constexpr (!Act::is_identity) {
-          T* yb = yd + b * P * OutC;
-          if (zb != yb) flat(yb, P * OutC) = flat(static_cast<T const*>(zb), P * OutC);
-          Act::forward_inplace(flat(yb, P * OutC));
-        }
-      }
-    });
+    ops.conv2d(p, x.data(), W.data(), bd, Act::epilogue, z.data() == y.data() ? nullptr : z.data(), y.data(), scratch.data());
 
     if (grad) {
       int xv = x.var(), wv = W.var(), bv = Bias ? bias.var() : -1, yv = y.var();
-      T const* ycd = yd;
-      T const* zcd = zd;
+      T const* xd = x.data();
+      T const* wd = W.data();
+      T const* yzd = Act::needs_preactivation ? z.data() : y.data();
       active_tape().record([=](tape& t) {
         T const* gy = t.grad_if_any<T>(yv);
         if (!gy) return;
-        const std::int64_t n_act = Act::is_identity ? 0 : ch.count * P * OutC;
-        const std::int64_t n_col = !direct && (wv >= 0 || xv >= 0) ? ch.count * P * kkc : 0;
-        const std::int64_t n_dw = wv >= 0 ? ch.count * kkc * OutC : 0, n_db = bv >= 0 ? ch.count * OutC : 0;
-        T* work = t.memory().allocate_n<T>(static_cast<std::size_t>(n_act + n_col + n_dw + n_db + 1));
-        T* act_s = work;
-        T* col_s = act_s + n_act;
-        T* dw_s = col_s + n_col;
-        T* db_s = dw_s + n_dw;
-        std::memset(dw_s, 0, sizeof(T) * static_cast<std::size_t>(n_dw + n_db));
-        T* gx = xv >= 0 ? t.grad<T>(xv) : nullptr;  // before the threads: the tape is not thread-safe
-        device_ops& ops = nitro::detail::active_ops();  // likewise: the workers have no step context
-        const double flops = 2.0 * double(B) * double(P) * double(kkc) * double(OutC) * (double(wv >= 0) + double(xv >= 0));
-        nn::detail::run_chunks(ch, flops, [&](std::int64_t c) {
-          T* col = col_s + c * P * kkc;
-          T* dw = dw_s + c * kkc * OutC;
-          T* db = db_s + c * OutC;
-          for (std::int64_t b = ch.begin(c); b < ch.end(c); ++b) {
-            T const* g = gy + b * P * OutC;
-            if constexpr (!Act::is_identity) {  // g = gy * act'(.), one output map at a time, summed for the bias
-              T* s = act_s + c * P * OutC;
-              for (std::int64_t o = 0; o < OutC; ++o) {
-                const std::int64_t at = b * P * OutC + o * P;
-                auto S = flat(s + o * P, P);
-                S = flat(gy + at, P);
-                if constexpr (Act::needs_preactivation) Act::backward_inplace(S, flat(zcd + at, P));
-                else Act::backward_inplace(S, flat(ycd + at, P));
-                if (bv >= 0) db[o] += S.sum();
-              }
-              g = s;
-            } else if (bv >= 0) {
-              for (std::int64_t o = 0; o < OutC; ++o) db[o] += flat(g + o * P, P).sum();
-            }
-            T const* xb = xd + b * in_plane;
-            if (wv >= 0) {
-              T const* cb = xb;
-              if constexpr (!direct) { nn::detail::im2col<K, Stride, Pad>(xb, geo, col); cb = col; }
-              ops.gemm(true, false, kkc, OutC, P, T(1), cb, P, g, P, T(1), dw, kkc);
-            }
-            if (gx) {
-              if constexpr (direct) {  // col2im is the identity: accumulate straight into dx
-                ops.gemm(false, true, P, kkc, OutC, T(1), g, P, wd, kkc, T(1), gx + b * in_plane, P);
-              } else {
-                ops.gemm(false, true, P, kkc, OutC, T(1), g, P, wd, kkc, T(0), col, P);
-                nn::detail::col2im<K, Stride, Pad>(static_cast<T const*>(col), geo, gx + b * in_plane);
-              }
-            }
-          }
-        });
-        if (wv >= 0) {
-          auto G = flat(t.grad<T>(wv), kkc * OutC);
-          for (std::int64_t c = 0; c < ch.count; ++c) G += flat(static_cast<T const*>(dw_s + c * kkc * OutC), kkc * OutC);
-        }
-        if (bv >= 0) {
-          auto G = flat(t.grad<T>(bv), OutC);
-          for (std::int64_t c = 0; c < ch.count; ++c) G += flat(static_cast<T const*>(db_s + c * OutC), OutC);
-        }
+        device_ops& ops = active_ops();
+        T* work = t.memory().allocate_n<T>(static_cast<std::size_t>(ops.conv2d_scratch(p, true) + 1));
+        ops.conv2d_backward(p, Act::epilogue, xd, wd, yzd, gy, xv >= 0 ? t.grad<T>(xv) : nullptr, wv >= 0 ? t.grad<T>(wv) : nullptr,
+                            bv >= 0 ? t.grad<T>(bv) : nullptr, work);
       });
     }
     return {y, st};
   }
-
- private:
-  // A 1x1 kernel with stride 1 and no padding: each image already is its im2col matrix.
-  static constexpr bool direct = K == 1 && Stride == 1 && Pad == 0;
 };
 
 // conv2d<InC, OutC, K, Stride, Pad>(activation, options): the layer value. Bias = false drops the bias.

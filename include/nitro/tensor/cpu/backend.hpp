@@ -8,11 +8,13 @@
 // (cpu/elementwise.hpp), reductions and softmax loops (cpu/reduction.hpp), the losses column
 // loops and Eigen sums (cpu/loss.hpp), copies Eigen's, attention in tiles (cpu/attention.hpp), the
 // norms, dropout and the embedding column loops (cpu/norm.hpp, dropout.hpp, embedding.hpp),
-// pooling plane by plane (cpu/pooling.hpp), parallel regions the process's thread pool (cpu/thread_pool.hpp).
+// pooling plane by plane (cpu/pooling.hpp), convolution as im2col and one product per sample
+// (cpu/conv.hpp), parallel regions the process's thread pool (cpu/thread_pool.hpp).
 #pragma once
 
 #include "nitro/core/runtime.hpp"
 #include "nitro/tensor/cpu/attention.hpp"
+#include "nitro/tensor/cpu/conv.hpp"
 #include "nitro/tensor/cpu/dropout.hpp"
 #include "nitro/tensor/cpu/elementwise.hpp"
 #include "nitro/tensor/cpu/embedding.hpp"
@@ -323,6 +325,23 @@ class ops : public device_ops {
   }
   void pool2d_backward(pool_kind kind, pool_window const& p, double const* gy, std::uint32_t const* arg, double* gx) override {
     cpu::pool2d_backward<double>(kind, p, gy, arg, gx);
+  }
+  std::int64_t conv2d_scratch(conv_window const& p, bool backward) const override { return cpu::conv2d_scratch(p, backward); }
+  void conv2d(conv_window const& p, float const* x, float const* w, float const* bias, epilogue_act act, float* z, float* y,
+              float* scratch) override {
+    cpu::conv2d<float>(p, x, w, bias, act, z, y, scratch);
+  }
+  void conv2d(conv_window const& p, double const* x, double const* w, double const* bias, epilogue_act act, double* z, double* y,
+              double* scratch) override {
+    cpu::conv2d<double>(p, x, w, bias, act, z, y, scratch);
+  }
+  void conv2d_backward(conv_window const& p, epilogue_act act, float const* x, float const* w, float const* yz, float const* gy, float* gx,
+                       float* gw, float* gb, float* scratch) override {
+    cpu::conv2d_backward<float>(p, act, x, w, yz, gy, gx, gw, gb, scratch);
+  }
+  void conv2d_backward(conv_window const& p, epilogue_act act, double const* x, double const* w, double const* yz, double const* gy,
+                       double* gx, double* gw, double* gb, double* scratch) override {
+    cpu::conv2d_backward<double>(p, act, x, w, yz, gy, gx, gw, gb, scratch);
   }
   using device_ops::parallel_for;
   void parallel_for(int n, index_task task) override { thread_pool::instance().parallel_for(n, [&](int i) { task(i); }); }

@@ -4,7 +4,7 @@
 //   cpu::conv2d<float>(window, x, w, bias, nitro::epilogue_act::relu, z, y, scratch);
 //   cpu::conv2d_backward<float>(window, act, x, w, yz, gy, gx, gw, gb, scratch);   // += into each
 //
-// Forward, per sample: im2col into scratch [P, K*K*InC] (P = output pixels), one product with the
+// Forward, per sample: im2col (unrolled for 3x3 and 5x5 kernels at stride 1 or 2) into scratch [P, K*K*InC] (P = output pixels), one product with the
 // weight seen as [K*K*InC, OutC] accumulated onto the bias straight into the sample's [P, OutC]
 // block of the WHCN output, then the activation in place. Backward, per sample: the activation's
 // derivative, dW += col^T g (col recomputed, not kept), dcol = g W^T, col2im into dx. Samples run
@@ -38,10 +38,11 @@ inline void conv_valid_range(conv_window const& p, std::int64_t kx, std::int64_t
   lo = std::min(lo, hi);
 }
 
-// One image [w, h, in_c] -> col [P, K*K*in_c]; out-of-image taps read zero.
-template <class T>
+// One image [w, h, in_c] -> col [P, K*K*in_c]; out-of-image taps read zero. Kc, Sc > 0: the
+// kernel's side and stride known at compile time (the common ones); 0: read from p.
+template <std::int64_t Kc, std::int64_t Sc, class T>
 void im2col(conv_window const& p, T const* x, T* col) {
-  const std::int64_t P = p.out_plane(), K = p.k, S = p.stride;
+  const std::int64_t P = p.out_plane(), K = Kc ? Kc : p.k, S = Sc ? Sc : p.stride;
   for (std::int64_t c = 0; c < p.in_c; ++c)
     for (std::int64_t ky = 0; ky < K; ++ky)
       for (std::int64_t kx = 0; kx < K; ++kx) {
@@ -68,9 +69,9 @@ void im2col(conv_window const& p, T const* x, T* col) {
 }
 
 // The adjoint of im2col: dx[w, h, in_c] += the taps of dcol that came from each pixel.
-template <class T>
+template <std::int64_t Kc, std::int64_t Sc, class T>
 void col2im(conv_window const& p, T const* dcol, T* dx) {
-  const std::int64_t P = p.out_plane(), K = p.k, S = p.stride;
+  const std::int64_t P = p.out_plane(), K = Kc ? Kc : p.k, S = Sc ? Sc : p.stride;
   for (std::int64_t c = 0; c < p.in_c; ++c)
     for (std::int64_t ky = 0; ky < K; ++ky)
       for (std::int64_t kx = 0; kx < K; ++kx) {
@@ -86,6 +87,17 @@ void col2im(conv_window const& p, T const* dcol, T* dx) {
           for (std::int64_t ox = lo; ox < hi; ++ox) row[ox * S + off] += d[ox];
         }
       }
+}
+
+// g.template operator()<K, S>() with the kernel's side and stride as constants where they are
+// common (3 and 5 at stride 1 or 2), else 0, 0.
+template <class G>
+void with_kernel(conv_window const& p, G&& g) {
+  if (p.k == 3 && p.stride == 1) return g.template operator()<3, 1>();
+  if (p.k == 3 && p.stride == 2) return g.template operator()<3, 2>();
+  if (p.k == 5 && p.stride == 1) return g.template operator()<5, 1>();
+  if (p.k == 5 && p.stride == 2) return g.template operator()<5, 2>();
+  g.template operator()<0, 0>();
 }
 
 // The batch in at most 16 fixed, contiguous chunks.
@@ -125,23 +137,25 @@ void conv2d(conv_window const& p, T const* x, T const* w, T const* bias, epilogu
   const bool direct = p.direct();
   T* pre = z ? z : y;  // the pre-activation: z when it is kept apart
   const detail::conv_chunks ch(p.batch);
-  detail::run_conv_chunks(ch, 2.0 * double(p.batch) * double(P) * double(kkc) * double(OutC), [&](std::int64_t c) {
-    T* col = direct ? nullptr : scratch + c * P * kkc;
-    for (std::int64_t b = ch.begin(c); b < ch.end(c); ++b) {
-      T const* xb = x + b * in_image;
-      if (direct) col = const_cast<T*>(xb);
-      else detail::im2col(p, xb, col);
-      T* zb = pre + b * P * OutC;
-      // the bias first, then the product accumulates onto it: one pass over the output saved
-      if (bias)
-        for (std::int64_t o = 0; o < OutC; ++o) detail::flat(zb + o * P, P) = bias[o];
-      cpu::gemm<T>(false, false, P, OutC, kkc, T(1), col, P, w, kkc, bias ? T(1) : T(0), zb, P);
-      if (act != epilogue_act::identity || zb != y + b * P * OutC) {
-        T* yb = y + b * P * OutC;
-        if (zb != yb) detail::flat(yb, P * OutC) = detail::flat(static_cast<T const*>(zb), P * OutC);
-        nitro::detail::with_epilogue(act, [&](auto A) { nitro::detail::epilogue_forward<A.value>(detail::flat(yb, P * OutC)); });
+  detail::with_kernel(p, [&]<std::int64_t Kc, std::int64_t Sc>() {
+    detail::run_conv_chunks(ch, 2.0 * double(p.batch) * double(P) * double(kkc) * double(OutC), [&](std::int64_t c) {
+      T* col = direct ? nullptr : scratch + c * P * kkc;
+      for (std::int64_t b = ch.begin(c); b < ch.end(c); ++b) {
+        T const* xb = x + b * in_image;
+        if (direct) col = const_cast<T*>(xb);
+        else detail::im2col<Kc, Sc>(p, xb, col);
+        T* zb = pre + b * P * OutC;
+        // the bias first, then the product accumulates onto it: one pass over the output saved
+        if (bias)
+          for (std::int64_t o = 0; o < OutC; ++o) detail::flat(zb + o * P, P) = bias[o];
+        cpu::gemm<T>(false, false, P, OutC, kkc, T(1), col, P, w, kkc, bias ? T(1) : T(0), zb, P);
+        if (act != epilogue_act::identity || zb != y + b * P * OutC) {
+          T* yb = y + b * P * OutC;
+          if (zb != yb) detail::flat(yb, P * OutC) = detail::flat(static_cast<T const*>(zb), P * OutC);
+          nitro::detail::with_epilogue(act, [&](auto A) { nitro::detail::epilogue_forward<A.value>(detail::flat(yb, P * OutC)); });
+        }
       }
-    }
+    });
   });
 }
 
@@ -158,43 +172,47 @@ void conv2d_backward(conv_window const& p, epilogue_act act, T const* x, T const
   T* db_s = dw_s + n_dw;
   std::memset(dw_s, 0, sizeof(T) * static_cast<std::size_t>(n_dw + ch.count * OutC));
   const double flops = 2.0 * double(p.batch) * double(P) * double(kkc) * double(OutC) * (double(gw != nullptr) + double(gx != nullptr));
-  detail::run_conv_chunks(ch, flops, [&](std::int64_t c) {
-    T* col = col_s + c * P * kkc;
-    T* dw = dw_s + c * kkc * OutC;
-    T* db = db_s + c * OutC;
-    for (std::int64_t b = ch.begin(c); b < ch.end(c); ++b) {
-      T const* g = gy + b * P * OutC;
-      if (!identity) {  // g = gy act'(.), one output map at a time, summed for the bias
-        T* s = act_s + c * P * OutC;
-        for (std::int64_t o = 0; o < OutC; ++o) {
-          const std::int64_t at = b * P * OutC + o * P;
-          auto S = detail::flat(s + o * P, P);
-          S = detail::flat(gy + at, P);
-          nitro::detail::with_epilogue(act, [&](auto A) { nitro::detail::epilogue_backward<A.value>(S, detail::flat(yz + at, P)); });
-          if (gb) db[o] += S.sum();
+  detail::with_kernel(p, [&]<std::int64_t Kc, std::int64_t Sc>() {
+    detail::run_conv_chunks(ch, flops, [&](std::int64_t c) {
+      T* col = col_s + c * P * kkc;
+      T* dw = dw_s + c * kkc * OutC;
+      T* db = db_s + c * OutC;
+      for (std::int64_t b = ch.begin(c); b < ch.end(c); ++b) {
+        T const* g = gy + b * P * OutC;
+        if (!identity) {  // g = gy act'(.), one output map at a time, summed for the bias
+          T* s = act_s + c * P * OutC;
+          nitro::detail::with_epilogue(act, [&](auto A) {
+            for (std::int64_t o = 0; o < OutC; ++o) {
+              const std::int64_t at = b * P * OutC + o * P;
+              auto S = detail::flat(s + o * P, P);
+              S = detail::flat(gy + at, P);
+              nitro::detail::epilogue_backward<A.value>(S, detail::flat(yz + at, P));
+              if (gb) db[o] += S.sum();
+            }
+          });
+          g = s;
+        } else if (gb) {
+          for (std::int64_t o = 0; o < OutC; ++o) db[o] += detail::flat(g + o * P, P).sum();
         }
-        g = s;
-      } else if (gb) {
-        for (std::int64_t o = 0; o < OutC; ++o) db[o] += detail::flat(g + o * P, P).sum();
-      }
-      T const* xb = x + b * in_image;
-      if (gw) {
-        T const* cb = xb;
-        if (!direct) {
-          detail::im2col(p, xb, col);
-          cb = col;
+        T const* xb = x + b * in_image;
+        if (gw) {
+          T const* cb = xb;
+          if (!direct) {
+            detail::im2col<Kc, Sc>(p, xb, col);
+            cb = col;
+          }
+          cpu::gemm<T>(true, false, kkc, OutC, P, T(1), cb, P, g, P, T(1), dw, kkc);
         }
-        cpu::gemm<T>(true, false, kkc, OutC, P, T(1), cb, P, g, P, T(1), dw, kkc);
-      }
-      if (gx) {
-        if (direct) {  // col2im is the identity: accumulate straight into dx
-          cpu::gemm<T>(false, true, P, kkc, OutC, T(1), g, P, w, kkc, T(1), gx + b * in_image, P);
-        } else {
-          cpu::gemm<T>(false, true, P, kkc, OutC, T(1), g, P, w, kkc, T(0), col, P);
-          detail::col2im(p, static_cast<T const*>(col), gx + b * in_image);
+        if (gx) {
+          if (direct) {  // col2im is the identity: accumulate straight into dx
+            cpu::gemm<T>(false, true, P, kkc, OutC, T(1), g, P, w, kkc, T(1), gx + b * in_image, P);
+          } else {
+            cpu::gemm<T>(false, true, P, kkc, OutC, T(1), g, P, w, kkc, T(0), col, P);
+            detail::col2im<Kc, Sc>(p, static_cast<T const*>(col), gx + b * in_image);
+          }
         }
       }
-    }
+    });
   });
   if (gw) {
     auto G = detail::flat(gw, kkc * OutC);

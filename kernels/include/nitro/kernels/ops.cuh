@@ -11,7 +11,8 @@
 // in double, plans cached by shape; a bias with identity or relu rides cuBLASLt's epilogue, other
 // activations (and a kept pre-activation) follow as one bias_activation kernel. Everything else is
 // the kernels of kernels/{elementwise,reduction,loss,copy,epilogue,attention,norm,dropout,
-// embedding,pooling}.cuh (the metrics' counts in loss.cuh), whose sums run in a fixed order: the same bits
+// embedding,pooling,conv}.cuh; a convolution is the batch's im2col, one product per sample and
+// a bias-and-activation kernel) (the metrics' counts in loss.cuh), whose sums run in a fixed order: the same bits
 // on every run. Nothing here waits for the device: a value reaches the host only through
 // memory().copy_to_host (Tensor::item, to_vector).
 //
@@ -24,6 +25,7 @@
 
 #include "nitro/core/error.hpp"
 #include "nitro/kernels/attention.cuh"
+#include "nitro/kernels/conv.cuh"
 #include "nitro/kernels/copy.cuh"
 #include "nitro/kernels/dense_lt.cuh"
 #include "nitro/kernels/dropout.cuh"
@@ -302,6 +304,23 @@ class ops final : public device_ops {
   void embedding_backward(std::int64_t vocab, std::int64_t dim, std::int64_t count, double const* idx, double const* gy, double* gw) override {
     cuda::embedding_backward<double>(m_stream, vocab, dim, count, idx, gy, gw);
   }
+  std::int64_t conv2d_scratch(conv_window const& p, bool backward) const override { return cuda::conv2d_scratch(p, backward); }
+  void conv2d(conv_window const& p, float const* x, float const* w, float const* bias, epilogue_act act, float* z, float* y,
+              float* scratch) override {
+    conv_forward<float>(p, x, w, bias, act, z, y, scratch);
+  }
+  void conv2d(conv_window const& p, double const* x, double const* w, double const* bias, epilogue_act act, double* z, double* y,
+              double* scratch) override {
+    conv_forward<double>(p, x, w, bias, act, z, y, scratch);
+  }
+  void conv2d_backward(conv_window const& p, epilogue_act act, float const* x, float const* w, float const* yz, float const* gy, float* gx,
+                       float* gw, float* gb, float* scratch) override {
+    conv_backward<float>(p, act, x, w, yz, gy, gx, gw, gb, scratch);
+  }
+  void conv2d_backward(conv_window const& p, epilogue_act act, double const* x, double const* w, double const* yz, double const* gy,
+                       double* gx, double* gw, double* gb, double* scratch) override {
+    conv_backward<double>(p, act, x, w, yz, gy, gx, gw, gb, scratch);
+  }
   void pool2d(pool_kind kind, pool_window const& p, float const* x, float* y, std::uint32_t* arg) override {
     cuda::pool2d<float>(m_stream, kind, p, x, y, arg);
   }
@@ -356,6 +375,55 @@ class ops final : public device_ops {
     product<T>(ta, tb, m, n, k, T(1), a, lda, b, ldb, T(0), pre, ldc);
     if (!bias && !keep_z && act == epilogue_act::identity) return;
     cuda::bias_activation<T>(m_stream, act, m, n, ldc, bias, pre, keep_z ? z : nullptr, c);
+  }
+
+  // The batch's im2col (none for a direct 1x1 kernel), a product per sample into the pre-activation,
+  // then the bias and activation in one pass.
+  template <class T>
+  void conv_forward(conv_window const& p, T const* x, T const* w, T const* bias, epilogue_act act, T* z, T* y, T* scratch) {
+    if (p.batch <= 0 || p.out_plane() <= 0) return;
+    device_scope on(m_device);
+    const std::int64_t P = p.out_plane(), kkc = p.rows(), in_image = p.in_plane() * p.in_c;
+    T const* col = p.direct() ? x : scratch;
+    if (!p.direct()) cuda::im2col<T>(m_stream, p, x, scratch);
+    T* pre = z ? z : y;
+    for (std::int64_t b = 0; b < p.batch; ++b)
+      product<T>(false, false, P, p.out_c, kkc, T(1), col + b * (p.direct() ? in_image : P * kkc), P, w, kkc, T(0), pre + b * P * p.out_c, P);
+    if (bias || act != epilogue_act::identity || pre != y) cuda::channel_bias_activation<T>(m_stream, p, act, bias, pre, z, y);
+  }
+  // g = gy act'(yz), the bias's gradient from g, then per sample dW += col^T g (samples in order)
+  // and dcol = g W^T, and the batch's col2im into dx.
+  template <class T>
+  void conv_backward(conv_window const& p, epilogue_act act, T const* x, T const* w, T const* yz, T const* gy, T* gx, T* gw, T* gb,
+                     T* scratch) {
+    if (p.batch <= 0 || p.out_plane() <= 0) return;
+    device_scope on(m_device);
+    const std::int64_t P = p.out_plane(), kkc = p.rows(), in_image = p.in_plane() * p.in_c, n_out = p.batch * P * p.out_c;
+    T* col = scratch;
+    T* gbuf = scratch + (p.direct() ? 0 : p.batch * P * kkc);
+    T const* g = gy;
+    if (act != epilogue_act::identity) {
+      cuda::activation_grad<T>(m_stream, n_out, act, gy, yz, gbuf);
+      g = gbuf;
+    }
+    if (gb) cuda::channel_sum<T>(m_stream, p, g, gb);
+    if (gw) {
+      T const* cb = x;
+      if (!p.direct()) {
+        cuda::im2col<T>(m_stream, p, x, col);
+        cb = col;
+      }
+      for (std::int64_t b = 0; b < p.batch; ++b)
+        product<T>(true, false, kkc, p.out_c, P, T(1), cb + b * (p.direct() ? in_image : P * kkc), P, g + b * P * p.out_c, P, T(1), gw, kkc);
+    }
+    if (!gx) return;
+    for (std::int64_t b = 0; b < p.batch; ++b) {
+      if (p.direct())  // col2im is the identity: accumulate straight into dx
+        product<T>(false, true, P, kkc, p.out_c, T(1), g + b * P * p.out_c, P, w, kkc, T(1), gx + b * in_image, P);
+      else
+        product<T>(false, true, P, kkc, p.out_c, T(1), g + b * P * p.out_c, P, w, kkc, T(0), col + b * P * kkc, P);
+    }
+    if (!p.direct()) cuda::col2im<T>(m_stream, p, col, gx);
   }
 
   int m_device;

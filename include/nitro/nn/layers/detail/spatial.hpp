@@ -1,18 +1,12 @@
 // nitro/nn/layers/detail/spatial.hpp — what the image layers (conv2d, max_pool, avg_pool) share:
-// the WHCN input checks, output extents, im2col/col2im, and splitting a batch into fixed chunks that
-// run on the CPU backend's threads. Internal: include nitro/nn/layers/conv2d.hpp or pool.hpp.
-//
-// Chunks are fixed by the batch size alone (not by the thread count), and partial sums are added in
-// chunk order, so a step gives the same bytes however many threads run it.
+// the WHCN input checks and output extents. Internal: include nitro/nn/layers/conv2d.hpp or pool.hpp.
 #pragma once
 
 #include "nitro/core/error.hpp"
-#include "nitro/tensor/backend.hpp"
-#include "nitro/tensor/tensor.hpp"
+#include "nitro/tensor/shape.hpp"
 
-#include <algorithm>  // min, max, fill_n
-#include <cstdint>    // int64_t
-#include <string>     // messages
+#include <cstdint>  // int64_t
+#include <string>   // messages
 
 namespace nitro::nn::detail {
 
@@ -57,88 +51,6 @@ image_geometry check_image(shape const& s, std::int64_t channels, std::int64_t k
   g.ow = (g.w + 2 * pad - k) / stride + 1;
   g.oh = (g.h + 2 * pad - k) / stride + 1;
   return g;
-}
-
-// The output columns ox in [lo, hi) whose input column ox*S - Pad + kx lies inside [0, w).
-template <std::int64_t S, std::int64_t Pad>
-inline void valid_range(std::int64_t kx, std::int64_t w, std::int64_t ow, std::int64_t& lo, std::int64_t& hi) noexcept {
-  const std::int64_t before = Pad - kx;  // ox*S >= before
-  lo = before > 0 ? (before + S - 1) / S : 0;
-  const std::int64_t last = w - 1 + Pad - kx;  // ox*S <= last
-  hi = last < 0 ? 0 : std::min<std::int64_t>(ow, last / S + 1);
-  lo = std::min(lo, hi);
-}
-
-// One image [w, h, c] -> col [ow*oh, K*K*c] (column-major: output positions vary fastest, then kx,
-// ky, channel — the order of the weight's [kx, ky, cin] rows). Out-of-image taps read zero.
-template <std::int64_t K, std::int64_t S, std::int64_t Pad, class T>
-void im2col(T const* x, image_geometry const& g, T* col) {
-  const std::int64_t P = g.out_plane();
-  for (std::int64_t c = 0; c < g.c; ++c)
-    for (std::int64_t ky = 0; ky < K; ++ky)
-      for (std::int64_t kx = 0; kx < K; ++kx) {
-        T* dst = col + P * (kx + K * (ky + K * c));
-        std::int64_t lo, hi;
-        valid_range<S, Pad>(kx, g.w, g.ow, lo, hi);
-        const std::int64_t off = kx - Pad;
-        for (std::int64_t oy = 0; oy < g.oh; ++oy) {
-          T* d = dst + g.ow * oy;
-          const std::int64_t iy = oy * S - Pad + ky;
-          if (iy < 0 || iy >= g.h) {
-            std::fill_n(d, g.ow, T(0));
-            continue;
-          }
-          T const* row = x + g.w * (iy + g.h * c);
-          for (std::int64_t ox = 0; ox < lo; ++ox) d[ox] = T(0);
-          for (std::int64_t ox = lo; ox < hi; ++ox) d[ox] = row[ox * S + off];
-          for (std::int64_t ox = hi; ox < g.ow; ++ox) d[ox] = T(0);
-        }
-      }
-}
-
-// The adjoint of im2col: dx[w, h, c] += the taps of dcol that came from each pixel.
-template <std::int64_t K, std::int64_t S, std::int64_t Pad, class T>
-void col2im(T const* dcol, image_geometry const& g, T* dx) {
-  const std::int64_t P = g.out_plane();
-  for (std::int64_t c = 0; c < g.c; ++c)
-    for (std::int64_t ky = 0; ky < K; ++ky)
-      for (std::int64_t kx = 0; kx < K; ++kx) {
-        T const* src = dcol + P * (kx + K * (ky + K * c));
-        std::int64_t lo, hi;
-        valid_range<S, Pad>(kx, g.w, g.ow, lo, hi);
-        const std::int64_t off = kx - Pad;
-        for (std::int64_t oy = 0; oy < g.oh; ++oy) {
-          const std::int64_t iy = oy * S - Pad + ky;
-          if (iy < 0 || iy >= g.h) continue;
-          T const* d = src + g.ow * oy;
-          T* row = dx + g.w * (iy + g.h * c);
-          for (std::int64_t ox = lo; ox < hi; ++ox) row[ox * S + off] += d[ox];
-        }
-      }
-}
-
-// A batch of n items split into at most max_chunks fixed, contiguous chunks.
-struct chunking {
-  static constexpr std::int64_t max_chunks = 16;
-  std::int64_t n = 0, count = 0, per = 0;
-  explicit chunking(std::int64_t items) noexcept : n(items) {
-    count = std::min<std::int64_t>(items, max_chunks);
-    per = count ? (items + count - 1) / count : 0;
-    if (per) count = (items + per - 1) / per;
-  }
-  std::int64_t begin(std::int64_t chunk) const noexcept { return std::min(n, chunk * per); }
-  std::int64_t end(std::int64_t chunk) const noexcept { return std::min(n, (chunk + 1) * per); }
-};
-
-// Runs f(chunk) for every chunk: on the backend's threads when the work (in flops or element
-// touches) is worth it, else in order on the caller. Every chunk runs exactly once either way.
-template <class F>
-void run_chunks(chunking const& ch, double work, F&& f) {
-  if (ch.count <= 1 || work < 5e5) {
-    for (std::int64_t i = 0; i < ch.count; ++i) f(i);
-    return;
-  }
-  nitro::detail::active_ops().parallel_for(static_cast<int>(ch.count), [&](int i) { f(static_cast<std::int64_t>(i)); });
 }
 
 }  // namespace nitro::nn::detail
