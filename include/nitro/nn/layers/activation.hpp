@@ -10,7 +10,6 @@
 #include "nitro/tensor/detail/record.hpp"
 #include "nitro/tensor/epilogue.hpp"
 #include "nitro/tensor/ops/elementwise.hpp"
-#include "nitro/tensor/ops/epilogue.hpp"
 #include "nitro/tensor/ops/softmax.hpp"
 
 #include <concepts>  // convertible_to
@@ -20,16 +19,13 @@
 namespace nitro::nn {
 
 namespace detail {
-// A fusable activation: which epilogue it is (tensor/epilogue.hpp), and its arithmetic from there,
-// for the layers that apply it inside their own loops (conv2d).
+// A fusable activation: which epilogue it is (tensor/epilogue.hpp), which the layers that fuse it
+// (dense, conv2d) hand to the step's kernels.
 template <class Derived, epilogue_act A>
 struct activation : stateless {
   static constexpr epilogue_act epilogue = A;
   static constexpr bool needs_preactivation = nitro::needs_preactivation(A);
   static constexpr bool is_identity = A == epilogue_act::identity;
-  template <class X> static void forward_inplace(X&& x) { nitro::detail::epilogue_forward<A>(x); }
-  // g *= f'(.) given the output y, or the pre-activation z when needs_preactivation
-  template <class G, class YZ> static void backward_inplace(G&& g, YZ const& yz) { nitro::detail::epilogue_backward<A>(g, yz); }
   static constexpr bool keeps_channels = true;  // chain compares the channels across it
   template <class T>
   auto operator()(basic_tensor<T> const& x, tree<> const&, tree<> const& st) const {

@@ -3,9 +3,8 @@
 //   nitro::detail::epilogue_forward<nitro::epilogue_act::relu>(a);        // a = relu(a), in place
 //   nitro::detail::epilogue_backward<nitro::epilogue_act::gelu>(g, z);    // g *= gelu'(z)
 //
-// The CPU backend's fused product (tensor/cpu/backend.hpp gemm_epilogue) and the layers that run an
-// activation inside their own loops (nn/layers/conv2d.hpp, through nn/layers/activation.hpp) both
-// call these, so the activation's definition is in one place. `yz` is the output y, or the
+// The CPU backend's fused product (tensor/cpu/backend.hpp gemm_epilogue) and its convolution
+// (tensor/cpu/conv.hpp) both call these, so the activation's definition is in one place. `yz` is the output y, or the
 // pre-activation z where needs_preactivation(A).
 #pragma once
 
