@@ -703,8 +703,9 @@ TEST_CASE("the CPU's pooling kernels: every window (the common ones unrolled, th
   for (auto [k, st, w, h] : {std::array<std::int64_t, 4>{2, 2, 8, 6}, {2, 1, 5, 5}, {3, 3, 9, 7}, {3, 2, 11, 8}, {3, 1, 6, 6}, {4, 3, 13, 10},
                              {9, 1, 10, 9}, {5, 5, 5, 5}})
     for (nitro::pool_kind kind : {nitro::pool_kind::max, nitro::pool_kind::average}) {
-      CAPTURE(k);
-      CAPTURE(st);
+      const std::int64_t side = k, step = st;  // named copies: clang before 16 cannot capture a structured binding
+      CAPTURE(side);
+      CAPTURE(step);
       const nitro::pool_window p{k, st, w, h, (w - k) / st + 1, (h - k) / st + 1, 40};  // 40 planes: the pool's chunks
       std::vector<double> x(std::size_t(p.planes * p.in_plane())), gy(std::size_t(p.planes * p.out_plane()));
       for (auto& v : x) v = std::round(g.uniform(-2, 2) * 2) / 2;  // a coarse grid: windows tie
