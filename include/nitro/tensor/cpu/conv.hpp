@@ -100,32 +100,11 @@ void with_kernel(conv_window const& p, G&& g) {
   g.template operator()<0, 0>();
 }
 
-// The batch in at most 16 fixed, contiguous chunks.
-struct conv_chunks {
-  std::int64_t n = 0, count = 0, per = 0;
-  explicit conv_chunks(std::int64_t items) noexcept : n(items) {
-    count = std::min<std::int64_t>(items, 16);
-    per = count ? (items + count - 1) / count : 0;
-    if (per) count = (items + per - 1) / per;
-  }
-  std::int64_t begin(std::int64_t c) const noexcept { return std::min(n, c * per); }
-  std::int64_t end(std::int64_t c) const noexcept { return std::min(n, (c + 1) * per); }
-};
-// f(chunk) for every chunk: on the pool's workers when the flops are worth a region.
-template <class F>
-void run_conv_chunks(conv_chunks const& ch, double flops, F&& f) {
-  if (ch.count <= 1 || flops < 5e5) {
-    for (std::int64_t i = 0; i < ch.count; ++i) f(i);
-    return;
-  }
-  thread_pool::instance().parallel_for(static_cast<int>(ch.count), [&](int i) { f(static_cast<std::int64_t>(i)); });
-}
-
 }  // namespace detail
 
 // The scratch values conv2d (backward: conv2d_backward) needs for window p.
 inline std::int64_t conv2d_scratch(conv_window const& p, bool backward) noexcept {
-  const detail::conv_chunks ch(p.batch);
+  const fixed_chunks ch(p.batch);
   const std::int64_t P = p.out_plane(), col = p.direct() ? 0 : ch.count * P * p.rows();
   if (!backward) return col;
   return ch.count * P * p.out_c + col + ch.count * p.rows() * p.out_c + ch.count * p.out_c + 1;
@@ -136,9 +115,9 @@ void conv2d(conv_window const& p, T const* x, T const* w, T const* bias, epilogu
   const std::int64_t P = p.out_plane(), kkc = p.rows(), OutC = p.out_c, in_image = p.in_plane() * p.in_c;
   const bool direct = p.direct();
   T* pre = z ? z : y;  // the pre-activation: z when it is kept apart
-  const detail::conv_chunks ch(p.batch);
+  const fixed_chunks ch(p.batch);
   detail::with_kernel(p, [&]<std::int64_t Kc, std::int64_t Sc>() {
-    detail::run_conv_chunks(ch, 2.0 * double(p.batch) * double(P) * double(kkc) * double(OutC), [&](std::int64_t c) {
+    run_chunks(ch, 2.0 * double(p.batch) * double(P) * double(kkc) * double(OutC), [&](std::int64_t c) {
       T* col = direct ? nullptr : scratch + c * P * kkc;
       for (std::int64_t b = ch.begin(c); b < ch.end(c); ++b) {
         T const* xb = x + b * in_image;
@@ -164,7 +143,7 @@ void conv2d_backward(conv_window const& p, epilogue_act act, T const* x, T const
                      T* scratch) {
   const std::int64_t P = p.out_plane(), kkc = p.rows(), OutC = p.out_c, in_image = p.in_plane() * p.in_c;
   const bool direct = p.direct(), identity = act == epilogue_act::identity;
-  const detail::conv_chunks ch(p.batch);
+  const fixed_chunks ch(p.batch);
   const std::int64_t n_act = ch.count * P * OutC, n_col = direct ? 0 : ch.count * P * kkc, n_dw = ch.count * kkc * OutC;
   T* act_s = scratch;
   T* col_s = act_s + n_act;
@@ -173,7 +152,7 @@ void conv2d_backward(conv_window const& p, epilogue_act act, T const* x, T const
   std::memset(dw_s, 0, sizeof(T) * static_cast<std::size_t>(n_dw + ch.count * OutC));
   const double flops = 2.0 * double(p.batch) * double(P) * double(kkc) * double(OutC) * (double(gw != nullptr) + double(gx != nullptr));
   detail::with_kernel(p, [&]<std::int64_t Kc, std::int64_t Sc>() {
-    detail::run_conv_chunks(ch, flops, [&](std::int64_t c) {
+    run_chunks(ch, flops, [&](std::int64_t c) {
       T* col = col_s + c * P * kkc;
       T* dw = dw_s + c * kkc * OutC;
       T* db = db_s + c * OutC;

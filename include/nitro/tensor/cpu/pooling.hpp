@@ -68,16 +68,12 @@ void pool_plane_backward(pool_window const& p, T const* gy, std::uint32_t const*
     }
 }
 
-// f(plane range) over the planes, in at most 16 fixed chunks on the pool's workers once the work
-// is worth a region.
+// f(plane range) over the planes, in fixed chunks on the pool's workers once the work is worth a
+// region (cpu/thread_pool.hpp).
 template <class F>
 void over_planes(pool_window const& p, F&& f) {
-  const std::int64_t chunks = std::min<std::int64_t>(p.planes, 16), per = chunks ? (p.planes + chunks - 1) / chunks : 0;
-  const double work = double(p.planes) * double(p.out_plane()) * double(p.k * p.k);
-  if (chunks <= 1 || work < 5e5) return f(std::int64_t{0}, p.planes);
-  thread_pool::instance().parallel_for(static_cast<int>((p.planes + per - 1) / per), [&](int c) {
-    f(c * per, std::min(p.planes, (c + 1) * per));
-  });
+  const fixed_chunks ch(p.planes);
+  run_chunks(ch, double(p.planes) * double(p.out_plane()) * double(p.k * p.k), [&](std::int64_t c) { f(ch.begin(c), ch.end(c)); });
 }
 
 // g.template operator()<K, S>() with the window's side and step as constants where they are common.

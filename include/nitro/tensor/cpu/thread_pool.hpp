@@ -152,6 +152,31 @@ class thread_pool {
   std::unique_ptr<std::atomic<std::uint64_t>[]> m_share_claims;
 };
 
+// [0, items) cut into at most 16 fixed, contiguous chunks: the cut depends on the count alone, so
+// work done chunk by chunk (a scratch per chunk, a partial sum per chunk) has the same bits on any
+// number of threads. For kernels whose items are few and heavy: a batch's images, a tensor's planes.
+struct fixed_chunks {
+  static constexpr std::int64_t most = 16;
+  std::int64_t n = 0, count = 0, per = 0;
+  explicit fixed_chunks(std::int64_t items) noexcept : n(items) {
+    count = items < most ? items : most;
+    per = count ? (items + count - 1) / count : 0;
+    if (per) count = (items + per - 1) / per;
+  }
+  std::int64_t begin(std::int64_t c) const noexcept { return c * per < n ? c * per : n; }
+  std::int64_t end(std::int64_t c) const noexcept { return (c + 1) * per < n ? (c + 1) * per : n; }
+};
+// f(chunk) for every chunk: on the pool's workers when the work (flops, or values visited) is worth
+// a parallel region, else in order on the calling thread.
+template <class F>
+void run_chunks(fixed_chunks const& ch, double work, F&& f) {
+  if (ch.count <= 1 || work < 5e5) {
+    for (std::int64_t i = 0; i < ch.count; ++i) f(i);
+    return;
+  }
+  thread_pool::instance().parallel_for(static_cast<int>(ch.count), [&](int i) { f(static_cast<std::int64_t>(i)); });
+}
+
 }  // namespace nitro::cpu
 
 // ---- the definitions: compiled once in nitro::runtime when the program links it (core/runtime.hpp)
