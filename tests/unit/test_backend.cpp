@@ -1098,6 +1098,112 @@ TEST_CASE("the handle's step arena is its backend's memory: every intermediate a
   CHECK(std::equal(a, a + n, b));
 }
 
+namespace {
+struct ClassBatch { BOOST_HANA_DEFINE_STRUCT(ClassBatch, (nitro::Tensor, x), (nitro::Tensor, label)); };
+struct LabelIn { BOOST_HANA_DEFINE_STRUCT(LabelIn, (nitro::Tensor, label)); };
+struct ClassMetrics {
+  BOOST_HANA_DEFINE_STRUCT(ClassMetrics, (nitro::mean_of, acc), (nitro::sum_of<nitro::Tensor>, confusion),
+                           (nitro::concat_of<nitro::Tensor>, logits));
+};
+// Three classes of points in the plane; valid is 37 samples: batches of 8, 8, 8, 8 and 5.
+struct Classify {
+  std::int64_t batch_size = 8;
+  auto build_data() const {
+    auto make = [](int n, int shift) {
+      nitro::Tensor x = nitro::Tensor::owned({2, n}), label = nitro::Tensor::owned({n});
+      for (int i = 0; i < n; ++i) {
+        const int c = (i * 7 + shift) % 3;
+        x(0, i) = float(c) + 0.3f * float((i * 5) % 4) - 0.4f;
+        x(1, i) = float(2 - c) - 0.2f * float((i * 3) % 5);
+        label[i] = float(c);
+      }
+      return ClassBatch{x, label};
+    };
+    return nitro::data::dataset<ClassBatch>{"three", {{"train", make(48, 0)}, {"valid", make(37, 1)}}, "classify"};
+  }
+  auto build_model() const { return nitro::nn::chain(nitro::nn::dense<2, 8>(nitro::nn::tanh), nitro::nn::dense<8, 3>()); }
+  auto forward(auto const& m, auto const& ps, auto const& st, In const& in) const { return m(in.x, ps, st); }
+  auto loss(nitro::Tensor const& y, LabelIn const& t) const { return nitro::nn::logitcrossentropy(y, t.label); }
+  auto metrics(nitro::Tensor const& y, LabelIn const& t) const {
+    return ClassMetrics{{nitro::nn::correct(y, t.label), double(t.label.numel())}, {nitro::nn::confusion_matrix(y, t.label)}, {y}};
+  }
+};
+NITRO_EXPERIMENT(Classify, batch_size);
+struct ClassifyOnHost : Classify {
+  nitro::residency metrics_residency(nitro::hook::metrics) const { return nitro::residency::host; }
+};
+NITRO_EXPERIMENT(ClassifyOnHost, batch_size);
+// The CPU's kernels on elsewhere_memory, counting the copies (dst += src: the accumulator's adds).
+struct copy_counting_ops final : nitro::cpu::ops {
+  elsewhere_memory mem;
+  int copies = 0, accumulating = 0;
+  nitro::device_memory& memory() noexcept override { return mem; }
+  void copy(std::int64_t r, std::int64_t c, float const* s, std::int64_t ls, float* d, std::int64_t ld, bool acc) override {
+    ++copies;
+    accumulating += acc;
+    nitro::cpu::ops::copy(r, c, s, ls, d, ld, acc);
+  }
+};
+struct copy_counting_backend {
+  static constexpr nitro::device_kind device = nitro::device_kind::cpu;
+  copy_counting_ops* kernels = nullptr;
+  char const* name() const noexcept { return "elsewhere"; }
+  std::string describe() const { return "elsewhere"; }
+  template <class T>
+  nitro::basic_tensor<T> to_device(std::string_view, nitro::basic_tensor<T> const& host) { return host; }
+  nitro::device_ops& ops() const noexcept { return *kernels; }
+};
+}  // namespace
+
+TEST_CASE("metrics residency: on a device the split's metrics add up there and cross once; on the host each batch's values cross; the same values") {
+  // the reference: the CPU backend, whose values are host memory (nothing crosses)
+  nitro::Nitro cpu(Classify{}, nitro::max_epochs = 2, nitro::logger = nitro::no_loggers);
+  cpu.train(false);
+  const nitro::metric_values want = cpu.evaluate("valid");
+  CHECK(want.host_crossings == 0);
+  CHECK(want.batches == 5);
+
+  copy_counting_ops k;
+  nitro::Nitro dev(Classify{}, nitro::max_epochs = 2, nitro::logger = nitro::no_loggers, nitro::device = copy_counting_backend{&k});
+  dev.train(false);
+  const int out_before = k.mem.copies_out, adds_before = k.accumulating;
+  const nitro::metric_values got = dev.evaluate("valid");
+  CHECK(got.accumulated_on == nitro::residency::device);
+  CHECK(got.host_crossings == 1);             // the split's one read-back
+  CHECK(k.mem.copies_out - out_before == 1);  // and the memory saw nothing else leave
+  // per batch after the first: the loss, the count and the matrix added on the device
+  CHECK(k.accumulating - adds_before == 3 * (5 - 1));
+  CHECK(got.at("acc") == want.at("acc"));     // counts: exact in float
+  CHECK(got.at("loss") == doctest::Approx(want.at("loss")).epsilon(1e-6));  // float sums on the device, double on the host
+  CHECK(got.tensor("confusion").to_vector() == want.tensor("confusion").to_vector());
+  CHECK(got.tensor("logits").shape() == nitro::shape{3, 37});
+  CHECK(got.tensor("logits").to_vector() == want.tensor("logits").to_vector());  // appended in order, bit for bit
+  double total = 0;
+  for (float v : got.tensor("confusion").to_vector()) total += v;
+  CHECK(total == 37);
+
+  // the next split starts from zero: the same values again, one crossing again
+  const nitro::metric_values again = dev.evaluate("valid");
+  CHECK(again.host_crossings == 1);
+  CHECK(again.at("acc") == got.at("acc"));
+  CHECK(again.tensor("confusion").to_vector() == got.tensor("confusion").to_vector());
+  CHECK(again.tensor("logits").to_vector() == got.tensor("logits").to_vector());
+
+  // host residency: every batch's loss, count, matrix and logits cross as they are added
+  copy_counting_ops kh;
+  nitro::Nitro host(ClassifyOnHost{}, nitro::max_epochs = 2, nitro::logger = nitro::no_loggers, nitro::device = copy_counting_backend{&kh});
+  host.train(false);
+  const int host_out_before = kh.mem.copies_out;
+  const nitro::metric_values on_host = host.evaluate("valid");
+  CHECK(on_host.accumulated_on == nitro::residency::host);
+  CHECK(on_host.host_crossings == 4 * 5);
+  CHECK(kh.mem.copies_out - host_out_before == 4 * 5);
+  CHECK(on_host.at("acc") == want.at("acc"));
+  CHECK(on_host.at("loss") == want.at("loss"));  // each batch's loss read back and summed in double, as on the CPU
+  CHECK(on_host.tensor("confusion").to_vector() == want.tensor("confusion").to_vector());
+  CHECK(on_host.tensor("logits").to_vector() == want.tensor("logits").to_vector());
+}
+
 TEST_CASE("n_devs above 1 on a backend of one device is E-CUDA-011, naming the backend") {
   const auto [code, sentence] = [] {
     try {

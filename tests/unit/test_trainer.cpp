@@ -356,6 +356,8 @@ TEST_SUITE("metrics") {
     CHECK(rd.at("acc") == rh.at("acc"));  // the same numbers either way
     CHECK(rd.accumulated_on == nitro::residency::device);
     CHECK(rh.accumulated_on == nitro::residency::host);
+    CHECK(rd.host_crossings == 0);  // host values: nothing to copy under either choice
+    CHECK(rh.host_crossings == 0);
     CHECK(nitro::finalize_metrics(HostResidency{}, rh, "valid").finalized_on == nitro::residency::device);
     CHECK_THROWS_WITH_AS((void)nitro::metric_accumulator{nitro::residency::graph_const}, doctest::Contains("E-METRIC-005"), nitro::error);
   }

@@ -458,7 +458,7 @@ struct @TYPE@ {
   auto forward(auto const& model, auto const& ps, auto const& st, FwdIn const& in) const { return model(in.img, ps, st); }
   auto loss(nitro::Tensor const& logits, LossIn const& in) const { return nitro::nn::logitcrossentropy(logits, in.label, smoothing); }
   auto metrics(nitro::Tensor const& logits, LossIn const& in) const {
-    return Metrics{.acc = {nitro::nn::correct_count(logits, in.label), double(in.label.batch())}};
+    return Metrics{.acc = {nitro::nn::correct(logits, in.label), double(in.label.batch())}};  // the count stays where the logits are
   }
 };
 NITRO_EXPERIMENT(@TYPE@, width, smoothing, lr, max_epochs, batch_size, train_limit);

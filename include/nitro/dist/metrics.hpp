@@ -15,7 +15,8 @@
 // tensor/scalar split are exactly what one process reports; `batches` counts every rank's batches.
 // Every rank receives the same values, so early stopping, restore_best and the checkpointer's
 // monitor decide the same on every rank. Collectives: one maximum (the ranks agree on the layout),
-// one sum of doubles, one gather of the concatenations (none without concat_of members).
+// one sum of doubles, one gather of the concatenations (none without concat_of members). A rank's
+// values in a device's memory are read back as each batch is added: its totals are host doubles.
 //
 // Needs no MPI header. E-DIST-008 when the ranks' metrics differ in layout.
 #pragma once
@@ -155,7 +156,8 @@ class metric_totals : public detail::metric_slots {
       } else if (!(s.shape == x.shape())) {
         nitro::detail::summed_metric_changed_shape(s.name, s.shape, x.shape());
       }
-      for (std::int64_t i = 0; i < x.numel(); ++i) s.sums[static_cast<std::size_t>(i)] += static_cast<double>(x[i]);
+      const auto h = x.to_vector();  // a tensor on a device is read back here
+      for (std::size_t i = 0; i < h.size(); ++i) s.sums[i] += static_cast<double>(h[i]);
     }
     s.seen = true;
   }
@@ -180,7 +182,8 @@ class metric_totals : public detail::metric_slots {
     } else if (!(s.shape == one)) {
       nitro::detail::concat_metric_changed_shape(s.name, s.shape, one);
     }
-    for (std::int64_t i = 0; i < f * n; ++i) s.cat.push_back(static_cast<float>(x[i]));
+    const auto h = x.to_vector();  // a tensor on a device is read back here
+    for (std::int64_t i = 0; i < f * n; ++i) s.cat.push_back(static_cast<float>(h[static_cast<std::size_t>(i)]));
     s.seen = true;
   }
 
@@ -248,7 +251,7 @@ NITRO_RUNTIME_INLINE void metric_slots::add_mean(std::string_view name, mean_of 
     s->kind = nitro::detail::reducer_kind::mean;
     s->sums.assign(2, 0.0);
   }
-  s->sums[0] += v.sum;
+  s->sums[0] += v.host_sum();  // a sum left on a device is read back here
   s->sums[1] += v.count;
   s->seen = true;
   ++s->adds;
@@ -336,7 +339,7 @@ NITRO_RUNTIME_INLINE void metric_slots::new_slot(std::string name, nitro::detail
 
 NITRO_RUNTIME_INLINE void metric_slots::add_member(std::size_t at, mean_of const& v) {
   slot& s = m_slots[at];
-  s.sums[0] += v.sum;
+  s.sums[0] += v.host_sum();
   s.sums[1] += v.count;
   s.seen = true;
 }

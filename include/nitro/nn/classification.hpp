@@ -45,7 +45,7 @@ basic_tensor<T> confusion_matrix(basic_tensor<T> const& logits, basic_tensor<T> 
 }
 
 inline accuracy_metrics accuracy(Tensor const& logits, Tensor const& target) {
-  return {.acc = {correct_count(logits, target), double(logits.rank() <= 1 ? 1 : logits.batch())}};
+  return {.acc = {correct(logits, target), double(logits.rank() <= 1 ? 1 : logits.batch())}};  // the count stays where it was made
 }
 
 inline classification_metrics classification(Tensor const& logits, Tensor const& target) {

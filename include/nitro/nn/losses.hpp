@@ -9,7 +9,7 @@
 // Every loss is a mean over all samples (and, for mse/bce, all elements), as in PyTorch. Here the
 // arguments are checked; the step's backend computes the loss and its gradient (device_ops:
 // cross_entropy, squared_error, binary_cross_entropy; tensor/loss.hpp), on whatever memory the
-// step runs on; so does correct_count, what the metrics count.
+// step runs on; so does correct (and correct_count), what the metrics count.
 #pragma once
 
 #include "nitro/core/markers.hpp"
@@ -117,16 +117,22 @@ basic_tensor<T> logitbinarycrossentropy(basic_tensor<T> const& logits, basic_ten
 }
 
 // How many columns of `logits` have their largest value where `target` does (one-hot/soft target)
-// or at the class index `target` holds. A count, for metrics: acc = correct => samples. The step's
-// backend counts (device_ops::classification_counts) where the logits are; the count is read back.
+// or at the class index `target` holds: a count, for metrics (acc = correct => samples). The step's
+// backend counts (device_ops::classification_counts) where the logits are. `correct` leaves the
+// count there, a one-element tensor in the step's arena (what nn::accuracy hands mean_of, so the
+// count is added up on the device); `correct_count` reads it back now.
 template <class T>
-T correct_count(basic_tensor<T> const& logits, basic_tensor<T> const& target) {
+basic_tensor<T> correct(basic_tensor<T> const& logits, basic_tensor<T> const& target) {
   const std::int64_t C = logits.rank() <= 1 ? logits.numel() : logits.shape()[0];
   const std::int64_t B = C == 0 ? 0 : logits.numel() / C;
   const bool indices = !(target.shape() == logits.shape());
   basic_tensor<T> n = basic_tensor<T>::full(shape{}, T(0));  // in the step's arena: no allocation per step
   nitro::detail::active_ops().classification_counts(C, B, logits.data(), target.data(), indices, n.data(), static_cast<T*>(nullptr));
-  return n.item();
+  return n;
+}
+template <class T>
+T correct_count(basic_tensor<T> const& logits, basic_tensor<T> const& target) {
+  return correct(logits, target).item();
 }
 
 }  // namespace nitro::nn

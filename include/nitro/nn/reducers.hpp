@@ -5,7 +5,6 @@
 #pragma once
 
 #include "nitro/core/runtime.hpp"
-#pragma once
 
 #include "nitro/bind/binding.hpp"
 #include "nitro/bind/kwargs.hpp"
@@ -31,12 +30,48 @@ namespace nitro {
 
 // ---- the reducers ------------------------------------------------------------------------------
 
+// A one-element tensor left in the memory of the device that computed it: what mean_of keeps
+// instead of reading the value back each batch, so the accumulator can add it up there
+// (nn/metrics.hpp). It views the step's arena: it is read, or added, before the step ends.
+struct device_number {
+  float const* f = nullptr;   // the value, when the tensor is float
+  double const* d = nullptr;  // ... or double
+  device_memory* memory = nullptr;
+  explicit operator bool() const noexcept { return memory != nullptr; }
+  // The value on the host: one crossing (a wait for the device).
+  double read() const {
+    if (f) {
+      float v = 0;
+      memory->copy_to_host(&v, f, sizeof v);
+      return static_cast<double>(v);
+    }
+    double v = 0;
+    memory->copy_to_host(&v, d, sizeof v);
+    return v;
+  }
+};
+
 struct mean_of {
   double sum = 0;
   double count = 0;
+  device_number sum_on_device;  // the sum, when it is a one-element tensor on a device: added to `sum`
   mean_of() = default;
   mean_of(double s, double n) : sum(s), count(n) {}
-  template <class T> mean_of(basic_tensor<T> const& s, double n) : sum(static_cast<double>(s.item())), count(n) {}
+  // A tensor on the host is read now; one on a device stays there (sum_on_device).
+  template <class T>
+  mean_of(basic_tensor<T> const& s, double n) : count(n) {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      if (s.memory() && s.numel() == 1) {
+        sum_on_device.memory = s.memory();
+        if constexpr (std::is_same_v<T, float>) sum_on_device.f = s.data();
+        else sum_on_device.d = s.data();
+        return;
+      }
+    }
+    sum = static_cast<double>(s.item());  // E-SHAPE-004 for more than one element
+  }
+  // The whole sum on the host, reading the device's part back (one crossing) when there is one.
+  double host_sum() const { return sum_on_device ? sum + sum_on_device.read() : sum; }
 };
 
 template <class V = double>
@@ -64,6 +99,10 @@ struct metric_values {
   residency accumulated_on = residency::device;  // where the metrics hook's reducers accumulated
   residency finalized_on = residency::host;      // where finalize_metrics ran
   std::int64_t batches = 0;
+  // Device-to-host copies the accumulation made: one per split under device residency (whatever
+  // the batches), one per value on a device per batch under host residency; 0 when every value
+  // was in host memory already (the CPU backend).
+  std::int64_t host_crossings = 0;
 
   double at(std::string const& name) const {
     if (auto it = scalars.find(name); it != scalars.end()) return it->second;

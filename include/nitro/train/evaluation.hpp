@@ -35,7 +35,7 @@ void eval_step(S& s, typename S::batch_type const& host_batch, Acc& acc) {
   auto const& outputs = std::get<0>(fwd);
   if constexpr (binding_type::has_loss) {
     if (evaluation_reports_loss(binding_type::has_loss, binding_type::has_metrics, s.m_kw.eval_loss.value))
-      acc.add_mean("loss", mean_of(static_cast<double>(call_hook<hook::loss>(s.m_e, batch, outputs).item()), 1.0));  // add_loss
+      acc.add_mean("loss", mean_of(call_hook<hook::loss>(s.m_e, batch, outputs), 1.0));  // on a device, added up there
   }
   if constexpr (binding_type::has_metrics) acc.add(call_hook<hook::metrics>(s.m_e, batch, outputs));
   s.reset_step_memory();
