@@ -1063,9 +1063,11 @@ TEST_CASE("the device construction fact: the handle trains and evaluates on the 
 }
 
 namespace {
+// A backend whose kernels are the CPU's on a memory said to be elsewhere (elsewhere_ops, or
+// copy_counting_ops below).
 struct elsewhere_backend {
   static constexpr nitro::device_kind device = nitro::device_kind::cpu;
-  elsewhere_ops* kernels = nullptr;
+  nitro::device_ops* kernels = nullptr;
   char const* name() const noexcept { return "elsewhere"; }
   std::string describe() const { return "elsewhere"; }
   template <class T>
@@ -1144,15 +1146,6 @@ struct copy_counting_ops final : nitro::cpu::ops {
     nitro::cpu::ops::copy(r, c, s, ls, d, ld, acc);
   }
 };
-struct copy_counting_backend {
-  static constexpr nitro::device_kind device = nitro::device_kind::cpu;
-  copy_counting_ops* kernels = nullptr;
-  char const* name() const noexcept { return "elsewhere"; }
-  std::string describe() const { return "elsewhere"; }
-  template <class T>
-  nitro::basic_tensor<T> to_device(std::string_view, nitro::basic_tensor<T> const& host) { return host; }
-  nitro::device_ops& ops() const noexcept { return *kernels; }
-};
 }  // namespace
 
 TEST_CASE("metrics residency: on a device the split's metrics add up there and cross once; on the host each batch's values cross; the same values") {
@@ -1164,7 +1157,7 @@ TEST_CASE("metrics residency: on a device the split's metrics add up there and c
   CHECK(want.batches == 5);
 
   copy_counting_ops k;
-  nitro::Nitro dev(Classify{}, nitro::max_epochs = 2, nitro::logger = nitro::no_loggers, nitro::device = copy_counting_backend{&k});
+  nitro::Nitro dev(Classify{}, nitro::max_epochs = 2, nitro::logger = nitro::no_loggers, nitro::device = elsewhere_backend{&k});
   dev.train(false);
   const int out_before = k.mem.copies_out, adds_before = k.accumulating;
   const nitro::metric_values got = dev.evaluate("valid");
@@ -1191,7 +1184,7 @@ TEST_CASE("metrics residency: on a device the split's metrics add up there and c
 
   // host residency: every batch's loss, count, matrix and logits cross as they are added
   copy_counting_ops kh;
-  nitro::Nitro host(ClassifyOnHost{}, nitro::max_epochs = 2, nitro::logger = nitro::no_loggers, nitro::device = copy_counting_backend{&kh});
+  nitro::Nitro host(ClassifyOnHost{}, nitro::max_epochs = 2, nitro::logger = nitro::no_loggers, nitro::device = elsewhere_backend{&kh});
   host.train(false);
   const int host_out_before = kh.mem.copies_out;
   const nitro::metric_values on_host = host.evaluate("valid");
