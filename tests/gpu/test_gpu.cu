@@ -19,7 +19,9 @@
 #include <nitro/nn/layers/dense.hpp>
 #include <nitro/nn/layers/norm.hpp>
 #include <nitro/nn/layers/pool.hpp>
+#include <nitro/nn/classification.hpp>
 #include <nitro/nn/losses.hpp>
+#include <nitro/nn/metrics.hpp>
 #include <nitro/optim/param_store.hpp>
 #include <nitro/optim/rules/adam.hpp>
 #include <nitro/optim/rules/decayed_weights.hpp>
@@ -34,6 +36,7 @@
 #include <type_traits>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -702,6 +705,66 @@ TEST_CASE_FIXTURE(kernel_case, "the metrics' counts on the GPU (accuracy and the
       CHECK(got == right[0]);
       CHECK(host(dcm, cm.size()) == cm);
     }
+}
+
+namespace {
+struct SplitMetrics {
+  BOOST_HANA_DEFINE_STRUCT(SplitMetrics, (nitro::mean_of, acc), (nitro::sum_of<Tensor>, confusion), (nitro::concat_of<Tensor>, logits));
+};
+// One split through the metrics accumulator as a handle's evaluation feeds it: each batch's logits
+// and class indices placed in `mem` (null: the host), the loss, the count, the confusion matrix and
+// the logits computed by `ops` and added with residency `where`.
+nitro::metric_values accumulate_split(nitro::device_ops& ops, nitro::device_memory* mem, nitro::residency where, std::int64_t C,
+                                      std::vector<std::vector<float>> const& logits, std::vector<std::vector<float>> const& labels) {
+  nitro::metric_accumulator acc(where);
+  auto data = mem ? std::make_unique<nitro::arena>(*mem) : std::make_unique<nitro::arena>();
+  nitro::step_context ctx{data.get(), nullptr, false, 5, 0, &ops};
+  for (std::size_t b = 0; b < logits.size(); ++b) {
+    nitro::context_scope scope(ctx);
+    auto place = [&](std::vector<float> const& h, shape s) {
+      auto* p = static_cast<float*>(data->allocate(h.size() * sizeof(float), 256));
+      if (mem) mem->copy_from_host(p, h.data(), h.size() * sizeof(float));
+      else std::copy(h.begin(), h.end(), p);
+      Tensor v(p, s);
+      if (mem) v.set_memory(mem);
+      return v;
+    };
+    const std::int64_t B = std::int64_t(labels[b].size());
+    Tensor y = place(logits[b], shape{C, B}), label = place(labels[b], shape{B});
+    acc.add_mean("loss", nitro::mean_of(nitro::nn::logitcrossentropy(y, label), 1.0));
+    acc.add(SplitMetrics{{nitro::nn::correct(y, label), double(B)}, {nitro::nn::confusion_matrix(y, label)}, {y}});
+  }
+  return acc.result();
+}
+}  // namespace
+
+TEST_CASE("metrics on the GPU: a split's loss, count, confusion matrix and logits add up on the device and cross once; host residency crosses per batch; both equal the CPU's") {
+  nitro::cuda_backend be;
+  nitro::rng g(31);
+  const std::int64_t C = 10;
+  std::vector<std::vector<float>> logits, labels;
+  for (std::int64_t B : {128, 128, 128, 77}) {  // the last batch short, as a split's is
+    logits.push_back(random_vector(std::size_t(C * B), g, -3, 3));
+    std::vector<float> l(static_cast<std::size_t>(B));
+    for (auto& v : l) v = std::floor(float(g.uniform(0, 1)) * float(C) * 0.999f);
+    labels.push_back(l);
+  }
+  const auto want = accumulate_split(nitro::cpu::ops::instance(), nullptr, nitro::residency::device, C, logits, labels);
+  const auto got = accumulate_split(be.ops(), &be.memory(), nitro::residency::device, C, logits, labels);
+  const auto each = accumulate_split(be.ops(), &be.memory(), nitro::residency::host, C, logits, labels);
+  be.cuda_ops().check_flags();
+  std::printf("  device residency: %lld crossing(s), acc %.6f (CPU %.6f), loss %.7f (CPU %.7f); host residency: %lld crossings\n",
+              (long long)got.host_crossings, got.at("acc"), want.at("acc"), got.at("loss"), want.at("loss"), (long long)each.host_crossings);
+  CHECK(want.host_crossings == 0);  // host memory: nothing crosses
+  CHECK(got.host_crossings == 1);   // the split's one read-back
+  CHECK(each.host_crossings == 4 * 4);  // loss, count, matrix, logits: each batch's
+  for (auto const* r : {&got, &each}) {
+    CHECK(r->at("acc") == want.at("acc"));  // counts: exact in float
+    CHECK(r->at("loss") == doctest::Approx(want.at("loss")).epsilon(1e-5));
+    CHECK(r->tensor("confusion").to_vector() == want.tensor("confusion").to_vector());
+    CHECK(r->tensor("logits").shape() == shape{C, 128 * 3 + 77});
+    CHECK(r->tensor("logits").to_vector() == want.tensor("logits").to_vector());  // appended in order, bit for bit
+  }
 }
 
 namespace {
