@@ -121,8 +121,9 @@ TEST_CASE("training steps of a CNN (conv, pooling, batch_norm, dropout, layer_no
   CHECK(steps == 20);
   // Convolutions run their chunks' products on the pool's workers, each packing into its own
   // thread's buffers (tensor/cpu/gemm.hpp, gemm_workspace). A worker sizes them the first time it
-  // takes such a chunk — on a loaded machine possibly only after the warm-up steps — and never
-  // again: at most two allocations per worker, once per process, whatever the number of steps.
+  // takes such a chunk — on a loaded machine possibly only after the warm-up steps — for the most
+  // any product on one thread packs (cpu/gemm_blocked.inc), so never again, whichever products it
+  // meets later: at most two allocations per worker, once per process, whatever the number of steps.
   const long workers = nitro::cpu::thread_pool::instance().size() - 1;
   CHECK(g_allocations.load() <= 2 * workers);
   CHECK(running_mean() != before);  // the steps did run batch_norm in training mode
