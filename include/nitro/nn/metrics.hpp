@@ -73,9 +73,8 @@ namespace nitro {
 namespace detail {
 // Elements a device slot reserves for n: whole 64-byte lines.
 constexpr std::int64_t metric_room(std::int64_t n) noexcept { return (n + 15) / 16 * 16; }
-}  // namespace detail
 
-namespace detail {  // its errors, made once (nitro::runtime) for every metrics struct
+// the accumulator's errors, made once (nitro::runtime) for every metrics struct
 [[noreturn]] NITRO_RUNTIME_INLINE void summed_metric_changed_shape(std::string const& name, shape const& from, shape const& to);
 [[noreturn]] NITRO_RUNTIME_INLINE void concat_metric_changed_shape(std::string const& name, shape const& from, shape const& to);
 [[noreturn]] NITRO_RUNTIME_INLINE void concat_members_disagree(std::string const& name, std::int64_t n, std::int64_t samples);
@@ -248,16 +247,9 @@ class metric_accumulator {
     }
     // The split's first batch decides where its concatenation lives: on the device when that
     // batch's values are there (device residency, float), else on the host.
-    if (!s.seen) s.cat_on_device = x.memory() && std::is_same_v<T, float> && device_for(x.memory());
+    if (!s.seen) s.cat_on_device = std::is_same_v<T, float> && x.memory() && device_for(x.memory());
     if (s.cat_on_device) {
-      if constexpr (std::is_same_v<T, float>) {
-        device_append(s, x.data(), f * n, x.memory() == nullptr);
-      } else {
-        const auto h = x.to_vector();
-        if (x.memory()) ++m_crossings;
-        const std::vector<float> narrow(h.begin(), h.end());
-        device_append(s, narrow.data(), f * n, true);
-      }
+      if constexpr (std::is_same_v<T, float>) device_append(s, x.data(), f * n, x.memory() == nullptr);
     } else {
       const std::size_t need = s.cat.size() + static_cast<std::size_t>(f * n);
       if (need > s.cat.capacity()) buffers_cache().miss(); else buffers_cache().hit();
@@ -429,7 +421,6 @@ NITRO_RUNTIME_INLINE bool metric_accumulator::device_for(device_memory* memory) 
 NITRO_RUNTIME_INLINE void metric_accumulator::device_sum(slot& s, float const* x, std::int64_t n) {
   if (s.dev_capacity < n) {
     if (s.dev) m_memory->deallocate(s.dev, sizeof(float) * static_cast<std::size_t>(s.dev_capacity));
-    s.dev = nullptr;
     s.dev = static_cast<float*>(m_memory->allocate(sizeof(float) * static_cast<std::size_t>(detail::metric_room(n)), 64));
     s.dev_capacity = detail::metric_room(n);
     s.dev_fresh = true;
