@@ -184,6 +184,44 @@ TEST_CASE("conv2d: float32 on the backend's threads equals a direct convolution,
   }
 }
 
+TEST_CASE("conv2d: im2col gives every tap the pixel it reads or the padding's zero, for same-size windows (one run a tap) and the rest") {
+  // (k, stride, pad, w, h): same-size windows take one copy a tap, including images smaller than the
+  // window and padding wider than the image; the others go row by row
+  const std::int64_t windows[][5] = {{3, 1, 1, 5, 4}, {3, 1, 1, 1, 1}, {3, 1, 1, 2, 7}, {5, 1, 2, 6, 3}, {5, 1, 2, 1, 2},
+                                     {7, 1, 3, 3, 3}, {7, 1, 3, 2, 5}, {3, 2, 1, 7, 5}, {2, 1, 0, 4, 3}, {3, 1, 2, 4, 4}};
+  for (auto const& win : windows) {
+    nitro::conv_window p;
+    p.k = win[0], p.stride = win[1], p.pad = win[2], p.w = win[3], p.h = win[4], p.in_c = 3, p.out_c = 1, p.batch = 1;
+    p.ow = (p.w + 2 * p.pad - p.k) / p.stride + 1, p.oh = (p.h + 2 * p.pad - p.k) / p.stride + 1;
+    CAPTURE(p.k);
+    CAPTURE(p.stride);
+    CAPTURE(p.pad);
+    CAPTURE(p.w);
+    CAPTURE(p.h);
+    std::vector<float> x(static_cast<std::size_t>(p.w * p.h * p.in_c));
+    std::iota(x.begin(), x.end(), 1.0f);  // no pixel is zero: a zero read is the padding's
+    const std::int64_t P = p.out_plane();
+    std::vector<float> want(static_cast<std::size_t>(P * p.rows()));
+    for (std::int64_t c = 0; c < p.in_c; ++c)
+      for (std::int64_t ky = 0; ky < p.k; ++ky)
+        for (std::int64_t kx = 0; kx < p.k; ++kx)
+          for (std::int64_t oy = 0; oy < p.oh; ++oy)
+            for (std::int64_t ox = 0; ox < p.ow; ++ox) {
+              const std::int64_t ix = ox * p.stride - p.pad + kx, iy = oy * p.stride - p.pad + ky;
+              want[static_cast<std::size_t>(ox + p.ow * oy + P * (kx + p.k * (ky + p.k * c)))] =
+                  ix >= 0 && iy >= 0 && ix < p.w && iy < p.h ? x[static_cast<std::size_t>(ix + p.w * (iy + p.h * c))] : 0.0f;
+            }
+    std::vector<float> col(want.size(), -1.0f), unrolled(want.size(), -1.0f);  // -1: a tap left unwritten
+    nitro::cpu::detail::im2col<0, 0>(p, x.data(), col.data());
+    CHECK(col == want);
+    if (p.k == 3 && p.stride == 1) nitro::cpu::detail::im2col<3, 1>(p, x.data(), unrolled.data());
+    else if (p.k == 5 && p.stride == 1) nitro::cpu::detail::im2col<5, 1>(p, x.data(), unrolled.data());
+    else if (p.k == 3 && p.stride == 2) nitro::cpu::detail::im2col<3, 2>(p, x.data(), unrolled.data());
+    else unrolled = want;
+    CHECK(unrolled == want);
+  }
+}
+
 TEST_CASE("conv2d: shapes, the PyTorch initialisation and coded errors for the wrong input") {
   auto layer = nn::conv2d<1, 8, 5, 2, 2>(nn::relu);
   using L = decltype(layer);

@@ -4,7 +4,8 @@
 //   cpu::conv2d<float>(window, x, w, bias, nitro::epilogue_act::relu, z, y, scratch);
 //   cpu::conv2d_backward<float>(window, act, x, w, yz, gy, gx, gw, gb, scratch);   // += into each
 //
-// Forward, per sample: im2col (unrolled for 3x3 and 5x5 kernels at stride 1 or 2) into scratch [P, K*K*InC] (P = output pixels), one product with the
+// Forward, per sample: im2col (unrolled for 3x3 and 5x5 kernels at stride 1 or 2; a stride-1 window
+// with "same" padding copies each tap's plane as one run) into scratch [P, K*K*InC] (P = output pixels), one product with the
 // weight seen as [K*K*InC, OutC] accumulated onto the bias straight into the sample's [P, OutC]
 // block of the WHCN output, then the activation in place. Backward, per sample: the activation's
 // derivative, dW += col^T g (col recomputed, not kept), dcol = g W^T, col2im into dx. Samples run
@@ -50,6 +51,28 @@ void im2col(conv_window const& p, T const* x, T* col) {
         std::int64_t lo, hi;
         conv_valid_range(p, kx, lo, hi);
         const std::int64_t off = kx - p.pad;
+        if (S == 1 && p.ow == p.w && lo < hi) {
+          // Stride 1, as wide as the image ("same" padding): output pixel f = ow oy + ox reads input
+          // pixel f + w (ky - pad) + off of the plane, so the tap's rows inside the image are one run
+          // of it (copied a row of 14 or 28 floats at a time, the per-row work was most of the cost);
+          // the columns outside [lo, hi), which that run fills from the neighbouring row, are then
+          // set to the padding's zeros.
+          const std::int64_t y0 = std::clamp<std::int64_t>(p.pad - ky, 0, p.oh), y1 = std::clamp<std::int64_t>(p.h + p.pad - ky, y0, p.oh);
+          std::fill_n(dst, p.ow * y0, T(0));
+          if (y0 < y1) {
+            const std::int64_t first = p.ow * y0 + lo, last = p.ow * (y1 - 1) + hi;
+            const std::int64_t from = p.w * (p.h * c + ky - p.pad) + off + first;  // >= the plane's start: y0 >= pad - ky, lo >= -off
+            std::copy(x + from, x + from + (last - first), dst + first);
+            // a column at a time (at most pad of them a side): a call to memset a row for one float
+            // cost more than the run's copy
+            for (std::int64_t ox = 0; ox < lo; ++ox)
+              for (std::int64_t oy = y0; oy < y1; ++oy) dst[ox + p.ow * oy] = T(0);
+            for (std::int64_t ox = hi; ox < p.ow; ++ox)
+              for (std::int64_t oy = y0; oy < y1; ++oy) dst[ox + p.ow * oy] = T(0);
+          }
+          std::fill(dst + p.ow * y1, dst + P, T(0));
+          continue;
+        }
         for (std::int64_t oy = 0; oy < p.oh; ++oy) {
           T* d = dst + p.ow * oy;
           const std::int64_t iy = oy * S - p.pad + ky;
