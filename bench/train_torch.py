@@ -73,6 +73,14 @@ def blas_library():
         return []
 
 
+def aten_cpu_capability():
+    """The instruction set ATen's own kernels run with (ATEN_CPU_CAPABILITY caps it), as torch reports it."""
+    for line in torch.__config__.show().splitlines():
+        if "CPU capability usage:" in line:
+            return line.split(":", 1)[1].strip()
+    return ""
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
@@ -137,6 +145,8 @@ def main():
         "blas": blas_library(),
         "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", ""),
         "openblas_l2_size": os.environ.get("OPENBLAS_L2_SIZE", ""),
+        "aten_cpu_capability": aten_cpu_capability(),
+        "onednn_max_isa": os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "")),
     }))
     sys.stdout.flush()
 
