@@ -6,6 +6,7 @@
 #                                    CNN (1 epoch each), compile costs  (~15-25 min on 2 cores)
 #   bench/run.sh --quick             a smoke run: 1 repeat, 1 epoch on 6400 images, no compile costs
 #   bench/run.sh --threads 1 --repeats 5 --models mlp --epochs mlp=5 --no-compile --json out.json
+#   bench/run.sh --isa avx2          both frameworks as on a CPU without AVX-512 (compare.py says how)
 #
 # Builds bench/'s targets in $NITRO_BENCH_BUILD (default: build-bench-run) first. Needs PyTorch
 # with OpenBLAS: scripts/install-deps.sh bench installs them (python3-torch, libopenblas0-pthread).
