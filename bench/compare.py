@@ -43,8 +43,8 @@ def log(msg):
 
 
 # What caps each library at AVX2+FMA (--isa avx2): an AVX2 machine's kernels, measured on this one.
-AVX2_ENV = {"NITRO_CPU_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2", "DNNL_MAX_CPU_ISA": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
-AVX2_OPENBLAS_CORETYPE = "Haswell"
+AVX2_ENV = {"NITRO_CPU_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2", "DNNL_MAX_CPU_ISA": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+            "OPENBLAS_CORETYPE": "Haswell"}
 
 
 def env_for(threads, openblas_env, isa="native"):
@@ -56,7 +56,6 @@ def env_for(threads, openblas_env, isa="native"):
             env.pop(v, None)
     if isa == "avx2":
         env.update(AVX2_ENV)
-        env["OPENBLAS_CORETYPE"] = AVX2_OPENBLAS_CORETYPE
     return env
 
 
