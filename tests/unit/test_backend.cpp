@@ -1101,6 +1101,80 @@ TEST_CASE("the handle's step arena is its backend's memory: every intermediate a
 }
 
 namespace {
+// Probe with a model state (batch norm's running statistics) and, with Sam, SAM's two passes.
+template <bool Sam>
+struct Stateful {
+  std::int64_t batch_size = 8;
+  auto build_data() const { return Probe{}.build_data(); }
+  auto loss(nitro::Tensor const& yhat, Target const& t) const { return nitro::nn::mse(yhat, t.y); }
+  auto build_model() const {
+    return nitro::nn::chain(nitro::nn::dense<2, 4>(nitro::nn::tanh), nitro::nn::batch_norm<4>(), nitro::nn::dense<4, 1>());
+  }
+  auto forward(auto const& m, auto const& ps, auto const& st, In const& in) const {
+    auto const& w = nitro::get<"weight">(nitro::get<"layer_1">(ps));
+    seen_weight = w.data();  // where forward reads the weights
+    seen_weight_device = w.device();
+    return m(in.x, ps, st);
+  }
+  auto optimizer() const {
+    if constexpr (Sam) return nitro::optim::sam(nitro::optim::adamw());
+    else return nitro::optim::adamw();
+  }
+  static inline void const* seen_weight = nullptr;
+  static inline nitro::device_kind seen_weight_device = nitro::device_kind::cpu;
+};
+NITRO_EXPERIMENT(Stateful<false>, batch_size);
+NITRO_EXPERIMENT(Stateful<true>, batch_size);
+
+template <bool Sam>
+void device_copy_follows_the_cpu(int accum) {
+  CAPTURE(Sam);
+  CAPTURE(accum);
+  using E = Stateful<Sam>;
+  elsewhere_ops k;
+  nitro::Nitro h(E{}, nitro::max_epochs = 2, nitro::accum = accum, nitro::logger = nitro::no_loggers, nitro::device = elsewhere_backend{&k});
+  auto const& host = h.param_buffer();
+  const int steps = 2 * 4 / accum, batches = 2 * 4;
+  h.train(false);
+  // forward read the weights from the copy in the backend's memory, never the host's buffer
+  CHECK(E::seen_weight_device == nitro::device_kind::cuda);
+  CHECK(k.mem.holds(E::seen_weight));
+  const bool in_host_buffer = E::seen_weight >= static_cast<void const*>(host.values()) &&
+                              E::seen_weight < static_cast<void const*>(host.values() + std::remove_cvref_t<decltype(host)>::size);
+  CHECK_FALSE(in_host_buffer);
+  // what crossed: per micro-batch the values and the state (SAM: the values again for w + e), and
+  // per epoch's valid evaluation both once; per step the gradient (SAM: also each micro-batch's
+  // first pass); the state's two running leaves per micro-batch
+  const int uploads_training = batches * (2 + (Sam ? 1 : 0)) + 2 * 2, downloads_training = steps * (1 + (Sam ? accum : 0)) + batches * 2;
+  CHECK(h.device_crossings().uploads == uploads_training);
+  CHECK(h.device_crossings().downloads == downloads_training);
+  // the same run on the CPU: the same weights and state, bit for bit
+  nitro::Nitro c(E{}, nitro::max_epochs = 2, nitro::accum = accum, nitro::logger = nitro::no_loggers);
+  c.train(false);
+  CHECK(c.device_crossings().uploads == 0);
+  CHECK(c.device_crossings().downloads == 0);
+  const auto n = std::remove_cvref_t<decltype(h.param_buffer())>::size;
+  CHECK(std::equal(host.values(), host.values() + n, c.param_buffer().values()));
+  const auto ns = std::remove_cvref_t<decltype(h.state_buffer())>::size;
+  CHECK(std::remove_cvref_t<decltype(h.state_buffer())>::count == 8);
+  CHECK(std::equal(h.state_buffer().values(), h.state_buffer().values() + ns, c.state_buffer().values()));
+  // an evaluation sends the weights once, and reads the host's weights of now, whoever wrote them
+  CHECK(h.evaluate("valid").at("loss") == doctest::Approx(c.evaluate("valid").at("loss")).epsilon(1e-6));
+  CHECK(h.device_crossings().uploads == uploads_training + 2);
+  h.param_buffer().values()[0] += 1.0f;
+  c.param_buffer().values()[0] += 1.0f;
+  CHECK(h.evaluate("valid").at("loss") == doctest::Approx(c.evaluate("valid").at("loss")).epsilon(1e-6));
+}
+}  // namespace
+
+TEST_CASE("parameters on a device: forward reads their copy in the backend's memory, the gradient crosses back once a step; the CPU's weights, bit for bit") {
+  device_copy_follows_the_cpu<false>(1);
+  device_copy_follows_the_cpu<false>(2);
+  device_copy_follows_the_cpu<true>(1);
+  device_copy_follows_the_cpu<true>(2);
+}
+
+namespace {
 struct ClassBatch { BOOST_HANA_DEFINE_STRUCT(ClassBatch, (nitro::Tensor, x), (nitro::Tensor, label)); };
 struct LabelIn { BOOST_HANA_DEFINE_STRUCT(LabelIn, (nitro::Tensor, label)); };
 struct ClassMetrics {

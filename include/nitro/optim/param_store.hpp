@@ -164,26 +164,23 @@ class param_store {
   static constexpr group_span group_span_of(std::size_t g) noexcept { return groups[g]; }
 
   // The tree of tensors viewing the values (no gradients).
-  tree_type view() const {
-    tree_type t;
-    std::size_t i = 0;
-    for_each_leaf(t, [&](auto, basic_tensor<T>& leaf) {
-      leaf_info const& li = leaves[i++];
-      leaf = basic_tensor<T>(const_cast<T*>(m_values.get()) + li.offset, li.shape());
-    });
-    return t;
-  }
+  tree_type view() const { return view_of(const_cast<T*>(m_values.get()), nullptr, nullptr, nullptr); }
   // The same, each trainable leaf registered on the tape with its span of the gradient buffer.
   tree_type view(tape& tp) { return view(tp, m_grads.get()); }
   // The same with gradients accumulating into `grads`, a buffer of `size` elements laid out like
   // this store (SAM's first pass writes there, leaving the accumulated gradient alone).
-  tree_type view(tape& tp, T* grads) {
+  tree_type view(tape& tp, T* grads) { return view_of(m_values.get(), &tp, grads, nullptr); }
+  // The tree over any buffer of this layout (`values`, `size` elements): with a tape, each trainable
+  // leaf registered with its span of `grads`; `memory`, when not null, is where both live (a copy
+  // of the store in a backend's memory: train/device_params.hpp).
+  static tree_type view_of(T* values, tape* tp, T* grads, device_memory* memory) {
     tree_type t;
     std::size_t i = 0;
     for_each_leaf(t, [&](auto, basic_tensor<T>& leaf) {
       leaf_info const& li = leaves[i++];
-      int v = (li.trainable && grads) ? tp.leaf(grads + li.offset, sizeof(T) * static_cast<std::size_t>(li.numel)) : -1;
-      leaf = basic_tensor<T>(m_values.get() + li.offset, li.shape(), v);
+      int v = (tp && li.trainable && grads) ? tp->leaf(grads + li.offset, sizeof(T) * static_cast<std::size_t>(li.numel)) : -1;
+      leaf = basic_tensor<T>(values + li.offset, li.shape(), v);
+      if (memory) leaf.set_memory(memory);
     });
     return t;
   }

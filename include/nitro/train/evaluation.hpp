@@ -29,8 +29,8 @@ void eval_step(S& s, typename S::batch_type const& host_batch, Acc& acc) {
   step_context ctx = s.context(false, 0);
   context_scope scope(ctx);
   typename S::batch_type batch = s.transfer(host_batch, false);
-  typename S::ps_type ps = s.m_params.view();
-  typename S::st_type st = s.m_state.view();
+  typename S::ps_type ps = s.param_view();  // on a device: the copy live() sent there
+  typename S::st_type st = s.state_view();
   auto&& fwd = call_hook<hook::forward>(s.m_e, batch, s.m_model, ps, st);
   auto const& outputs = std::get<0>(fwd);
   if constexpr (binding_type::has_loss) {
@@ -46,6 +46,7 @@ template <class S>
 metric_values live(S& s, std::string_view split_name) {
   using batch_type = typename S::batch_type;
   auto const& split = s.m_data.split(split_name);
+  s.upload_params();  // on a device: the weights being evaluated (live, the EMA's, a checkpoint's) go there once
   if (s.m_dist) {  // this rank's block of the split, the metrics reduced over the ranks by the pair rules
     const auto part = dist::split_shard(split, s.m_dist->rank(), s.m_dist->size(), s.m_kw.batch_size.value);  // whole batches: one process's
     data::loader<batch_type> ld(part, s.loader_options_for(split_name));

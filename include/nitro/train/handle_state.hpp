@@ -30,6 +30,7 @@
 #include "nitro/record/weights_resolve.hpp"
 #include "nitro/tensor/arena.hpp"
 #include "nitro/tensor/backend.hpp"
+#include "nitro/train/device_params.hpp"
 #include "nitro/tensor/tape.hpp"
 #include "nitro/train/keywords.hpp"
 #include "nitro/train/run_control.hpp"
@@ -228,7 +229,8 @@ struct handle_state {
         m_data(resolve_data(m_e, kw...)),
         m_backend(m_kw.device.value),
         m_arena(m_backend.ops().memory()),
-        m_tape(m_arena, m_arena.device() == device_kind::cpu ? m_arena : m_closure_arena) {}
+        m_tape(m_arena, m_arena.device() == device_kind::cpu ? m_arena : m_closure_arena),
+        m_device(m_backend.ops().memory(), optimizer_type::two_pass) {}
 
   std::int64_t step() const noexcept { return m_opt->steps(); }  // optimizer steps (restored with the optimizer's state)
   std::int64_t micro_steps() const noexcept { return m_opt->steps() * m_kw.accum.value + m_micro; }  // batches trained on
@@ -239,6 +241,31 @@ struct handle_state {
   // its random streams and the backend's kernels.
   step_context context(bool training, std::uint64_t seed) {
     return step_context{&m_arena, training ? &m_tape : nullptr, training, seed, 0, &m_backend.ops()};
+  }
+
+  // The parameters and state forward reads: the stores' own on the host; on a device, their copy
+  // there (train/device_params.hpp), with the step's gradient buffer beside it.
+  ps_type param_view() const { return m_device.on_device() ? m_device.view() : m_params.view(); }
+  ps_type param_view(tape& tp, float* grads) { return m_device.on_device() ? m_device.view(tp, grads) : m_params.view(tp, grads); }
+  st_type state_view() const { return m_device.on_device() ? m_device.state_view() : m_state.view(); }
+  // Where a step's gradient accumulates (the optimizer reads the host's: gradients_to_host).
+  float* step_grads() noexcept { return m_device.on_device() ? m_device.grads() : m_params.grads(); }
+  // Before forward on a device: the host's values (and state) there. Nothing on the host.
+  void upload_params(bool with_state = true) {
+    if (m_device.on_device()) m_device.upload(m_params, m_state, with_state);
+  }
+  void zero_step_grads() {
+    if (m_device.on_device()) m_device.zero(m_device.grads());
+    else m_params.zero_grads();
+  }
+  // At the step's last micro-batch: the gradient the optimizer reads, in the host's buffer.
+  void gradients_to_host() {
+    if (m_device.on_device()) m_device.download(m_device.grads(), m_params.grads());
+  }
+  // A training forward's new state, kept in the host's store.
+  void keep_state(st_type const& fresh) {
+    if (m_device.on_device()) m_device.keep_state(m_state, fresh);
+    else m_state.assign(fresh);
   }
 
   // How the handle's loaders read a split — the one place it is said (the loop, evaluation and
@@ -330,6 +357,7 @@ struct handle_state {
   arena m_arena;          // the step's tensors, gradients and scratch, in the backend's memory
   arena m_closure_arena;  // the tape's closures when the backend's memory is not the host's
   tape m_tape;
+  device_params<param_store_type, state_store_type> m_device;  // the stores' copy on a device (none on the host)
   int m_micro = 0;  // micro-batches into the current optimizer step
   int m_epoch = 0;  // epochs completed (the epoch in progress, from 0)
   // the run

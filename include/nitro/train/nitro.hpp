@@ -184,6 +184,13 @@ class Nitro : detail::handle_state<E, Kw...> {
     return d;
   }
   arena const& step_memory() const noexcept { return s().m_arena; }
+  // What crossed between the host's parameter and state buffers and their copy on the backend's
+  // device (train/device_params.hpp): zero on the CPU.
+  struct crossings {
+    std::int64_t uploads = 0;    // a store sent to the device (values, state)
+    std::int64_t downloads = 0;  // a gradient or a state leaf read back
+  };
+  crossings device_crossings() const noexcept { return {s().m_device.uploads(), s().m_device.downloads()}; }
   // How this handle's loaders read a split (train: shuffled, whole batches; others: in order).
   data::loader_options loader_options_for(std::string_view split) const { return s().loader_options_for(split); }
 

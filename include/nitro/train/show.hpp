@@ -198,8 +198,11 @@ handle_description describe_handle(Handle const& h, Keywords const& kw) {
                       (metrics_residency_of<hook::finalize_metrics>(h.experiment()) == residency::device ? "device" : "host"));
   else  // nothing accumulates but the loss: say that, not where absent reducers would live
     d.hooks.push_back("no metrics hook: the loss is the metric (a mean over batches)");
-  if constexpr (std::remove_cvref_t<decltype(h.backend())>::device == device_kind::cpu)  // the residencies above, as memory
+  if (h.step_memory().device() == device_kind::cpu)  // the residencies above, as memory
     d.hooks.push_back("copies: none (the cpu backend's device memory is host memory: to_device and the metrics' read-back pass views)");
+  else  // train/device_params.hpp: the host's stores stay the master copy
+    d.hooks.push_back(std::string("copies: the parameters and the model's state to ") + to_string(h.step_memory().device()) +
+                      " before each micro-batch and evaluation, the gradient back once a step (the optimizer updates the host's master copy)");
   d.gradient_clip_norm = kw.gradient_clip_norm.value;
   return d;
 }

@@ -22,8 +22,8 @@ namespace nitro::detail::handle_step {
 // is kept when `keep_state`. Returns the loss.
 template <class S>
 double forward_backward(S& s, typename S::batch_type const& batch, float* grads, bool keep_state) {
-  typename S::ps_type ps = s.m_params.view(s.m_tape, grads);
-  typename S::st_type st = s.m_state.view();
+  typename S::ps_type ps = s.param_view(s.m_tape, grads);
+  typename S::st_type st = s.state_view();
   auto&& fwd = call_hook<hook::forward>(s.m_e, batch, s.m_model, ps, st);
   auto const& outputs = std::get<0>(fwd);
   check_outputs_batch_last(outputs, batch_samples(batch));
@@ -38,7 +38,7 @@ double forward_backward(S& s, typename S::batch_type const& batch, float* grads,
       throw error("E-TRAIN-001", "the loss is " + std::to_string(value) + " at step " + std::to_string(s.step() + 1),
                   "lower the learning rate, clip gradients (gradient_clip_norm), or check the data for NaN");
     if (loss.requires_grad()) s.m_tape.template backward<float>(loss.var(), 1.0f);
-    if (keep_state) s.m_state.assign(std::get<1>(fwd));
+    if (keep_state) s.keep_state(std::get<1>(fwd));
     s.m_tape.clear();
     return value;
   }
@@ -53,8 +53,11 @@ double train(S& s, typename S::batch_type const& host_batch) {
   static_assert(S::binding_type::has_loss, "E-BIND-007: training needs a loss hook, and the experiment has none. Fix: `auto loss(auto const& outputs, LossIn const& in) const`.");
   if (s.m_micro == 0) {
     s.m_opt->begin_step(s.m_e);  // schedules write this step's values: Device fields, group fields
-    s.m_params.zero_grads();
+    s.zero_step_grads();
   }
+  // On a device, forward reads the host's weights after the last update (each micro-batch with SAM,
+  // whose first pass follows a restore) and the state the last micro-batch kept.
+  s.upload_params(true);
   step_context ctx = s.context(true, fold(fold(s.m_kw.seed.value, 3), static_cast<std::uint64_t>(s.micro_steps())));
   context_scope scope(ctx);
   struct cleanup {  // the tape and the arena are empty after the micro-batch, also when a hook throws
@@ -65,22 +68,31 @@ double train(S& s, typename S::batch_type const& host_batch) {
   const bool last_micro = s.m_micro + 1 == s.m_kw.accum.value;
   if (s.m_dist && last_micro) s.m_dist->set_step(s.step() + 1);  // the step the sums started in backward belong to
   // data parallel: the last micro-batch's backward starts each group's sum once the group is complete
-  tape::observe_scope overlap(s.m_tape, s.m_dist && last_micro && !optimizer_type::two_pass ? s.m_reducer->overlap(s.m_tape) : nullptr);
+  // (on a device the sums start once the gradient is on the host: after backward)
+  tape::observe_scope overlap(s.m_tape, s.m_dist && last_micro && !optimizer_type::two_pass && !s.m_device.on_device() ? s.m_reducer->overlap(s.m_tape) : nullptr);
   double value = 0;
   if constexpr (optimizer_type::two_pass) {
-    std::memset(s.m_opt->sam_grads(), 0, sizeof(float) * static_cast<std::size_t>(S::param_store_type::size));
-    value = forward_backward(s, batch, s.m_opt->sam_grads(), true);
+    if (s.m_device.on_device()) {  // the first pass's gradient on the device, read back for the perturbation
+      s.m_device.zero(s.m_device.first_pass_grads());
+      value = forward_backward(s, batch, s.m_device.first_pass_grads(), true);
+      s.m_device.download(s.m_device.first_pass_grads(), s.m_opt->sam_grads());
+    } else {
+      std::memset(s.m_opt->sam_grads(), 0, sizeof(float) * static_cast<std::size_t>(S::param_store_type::size));
+      value = forward_backward(s, batch, s.m_opt->sam_grads(), true);
+    }
     s.m_opt->perturb();
     struct restore_weights {  // w is restored bit for bit, also when the second pass throws
       optimizer_type& o;
       ~restore_weights() { o.restore(); }
     } restore{*s.m_opt};
+    s.upload_params(false);  // w + e
     ctx.counter = 0;  // the second pass draws the same dropout masks
-    forward_backward(s, batch, s.m_params.grads(), false);
+    forward_backward(s, batch, s.step_grads(), false);
   } else {
-    value = forward_backward(s, batch, s.m_params.grads(), true);
+    value = forward_backward(s, batch, s.step_grads(), true);
   }
   if (++s.m_micro == s.m_kw.accum.value) {
+    s.gradients_to_host();
     float k = 1.0f;
     if (s.m_dist) k = s.m_reducer->finish();  // the gradients summed over the ranks; k = 1 / ranks: the mean over the global batch
     s.m_opt->update(k / static_cast<float>(s.m_kw.accum.value));
@@ -97,8 +109,9 @@ typename S::outputs_type predict(S& s, Batch const& host_batch) {
   step_context ctx = s.context(false, 0);
   context_scope scope(ctx);
   Batch batch = s.transfer(host_batch, true);
-  typename S::ps_type ps = s.m_params.view();
-  typename S::st_type st = s.m_state.view();
+  s.upload_params();
+  typename S::ps_type ps = s.param_view();
+  typename S::st_type st = s.state_view();
   auto&& fwd = call_hook<hook::forward>(s.m_e, batch, s.m_model, ps, st);
   typename S::outputs_type out = clone_outputs(std::get<0>(fwd));
   s.reset_step_memory();
