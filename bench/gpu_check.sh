@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # bench/gpu_check.sh — the CUDA backend's device check, on one GPU, in about five minutes:
-#   1. builds the CUDA targets (test_gpu, fashion_mlp_cuda, bench_fused_mlp) for this GPU only;
+#   1. builds the CUDA targets (test_gpu, test_gpu_handle, fashion_mlp_cuda, bench_fused_mlp) for
+#      this GPU only;
 #   2. runs the GPU tests: fused kernels, cuBLASLt, cuDNN, loss, optimizer, transfers, NCCL against
-#      the CPU backend, each with its max relative error;
+#      the CPU backend, each with its max relative error; then the handle on nitro::cuda_device{}
+#      against the same runs on the CPU (AdamW and SAM, accum 1 and 2);
 #   3. trains fashion_mlp for one epoch on the GPU (fused MLP, TF32) and the same run on the CPU
 #      backend, and compares their test accuracy;
 #   4. where Open MPI is installed: the same epoch under mpirun, one rank per GPU, through the NCCL
@@ -32,7 +34,7 @@ if [[ "${1:-}" == "--bundle" ]]; then
   NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
   rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/include" "$BUNDLE/cmake" "$BUNDLE/fashion-mnist"
   # every system header the CUDA targets include, as nvcc sees them
-  deps=$(for src in tests/gpu/test_gpu.cu examples/fashion_mlp_cuda.cu kernels/bench/fused_mlp_throughput.cu; do
+  deps=$(for src in tests/gpu/test_gpu.cu tests/gpu/test_gpu_handle.cu examples/fashion_mlp_cuda.cu kernels/bench/fused_mlp_throughput.cu; do
     "$NVCC" -std=c++20 -M -x cu -Iinclude -Ikernels/include -I/usr/include/eigen3 -DNITRO_HAVE_CUDNN=1 -DNITRO_HAVE_NCCL=1 "$src" 2>/dev/null
   done | tr ' \\' '\n\n' | grep -E '^/usr/include/(eigen3/|boost/|nlohmann/|doctest/|zlib\.h|zconf\.h)' | sort -u)
   [[ -n "$deps" ]] || { echo "gpu_check --bundle: nvcc -M found no dependency headers; is nvcc at $NVCC?"; exit 1; }
@@ -146,12 +148,15 @@ grep -E "nitro:" "$BUILD/configure.log"
 
 say "build"
 t0=$(date +%s)
-cmake --build "$BUILD" --target test_gpu fashion_mlp_cuda bench_fused_mlp -j "$JOBS" >"$BUILD/build.log" 2>&1 \
+cmake --build "$BUILD" --target test_gpu test_gpu_handle fashion_mlp_cuda bench_fused_mlp -j "$JOBS" >"$BUILD/build.log" 2>&1 \
   || { grep -E "error|Error" -A3 "$BUILD/build.log" | head -60; fail 5 "build"; return 5; }
 echo "built in $(($(date +%s) - t0)) s"
 
 say "GPU tests: the CUDA backend against the CPU backend"
 timeout 180 "$BUILD/tests/gpu/test_gpu" --duration=false || fail 6 "GPU tests"
+
+say "the handle on the GPU: nitro::device = nitro::cuda_device{} against the same runs on the CPU"
+timeout 120 "$BUILD/tests/gpu/test_gpu_handle" --duration=false || fail 11 "GPU handle tests"
 
 say "fashion_mlp: one epoch on the GPU, and the same run on the CPU backend"
 timeout 180 "$BUILD/kernels/fashion_mlp_cuda" --epochs 1 --cpu-reference || fail 7 "fashion_mlp_cuda"

@@ -30,6 +30,34 @@ concept Backend = requires(B& b, B const& cb, std::string_view field, basic_tens
 };
 static_assert(Backend<cpu_backend>, "nitro invariant: cpu_backend models the Backend concept");
 
+// The backend a `device` value makes: a Backend is its own; nitro::cuda_device{} makes the
+// nitro::cuda_backend that nitro/cuda.cuh defines (cuda_backend_of, specialised there).
+template <class Tag>
+struct cuda_backend_of {};
+template <class V>
+struct backend_of {
+  using type = V;
+  static V make(V const& v) { return v; }
+};
+template <class Tag>
+inline constexpr bool cuda_backend_compiled_in = requires { typename cuda_backend_of<Tag>::type; };
+template <class V>
+  requires std::same_as<V, cuda_device>
+struct backend_of<V> {
+  static_assert(cuda_backend_compiled_in<V>,
+                "E-CUDA-106: nitro::device = nitro::cuda_device{} asks for the CUDA backend, but this translation unit has none: "
+                "it was not compiled by nvcc with <nitro/cuda.cuh>. Fix: compile the trainer as CUDA (a .cu file, or "
+                "set_source_files_properties(trainer.cpp PROPERTIES LANGUAGE CUDA)), include <nitro/cuda.cuh> and link nitro::cuda; "
+                "or leave device at the CPU.");
+  using type = typename cuda_backend_of<V>::type;
+  static type make(V const& v) { return type(v.index); }
+};
+template <class V>
+using backend_of_t = typename backend_of<V>::type;
+// What nitro::device accepts: a backend, or a value that makes one.
+template <class V>
+concept backend_choice = Backend<V> || std::same_as<V, cuda_device>;
+
 namespace detail {
 // The kernels of the step (or evaluation) running on this thread; the CPU's outside one.
 inline device_ops& active_ops() noexcept {

@@ -82,7 +82,7 @@ class device_params {
   void keep_state(State& host, st_type const& fresh) {
     std::size_t i = 0;
     for_each_leaf(fresh, [&](auto, basic_tensor<float> const& leaf) {
-      leaf_info const& li = State::leaves[i++];
+      auto const& li = State::leaves[i++];
       if (!leaf.defined() || leaf.data() == m_state + li.offset || leaf.data() == host.values() + li.offset) return;
       const std::size_t n = bytes(li.numel);
       if (device_memory* m = leaf.memory()) {

@@ -214,7 +214,7 @@ struct handle_state {
   using state_store_type = param_store<state_spec>;
   using schedules_type = decltype(resolve_schedule_map(std::declval<E const&>(), std::declval<Kw const&>()...));
   using optimizer_type = optim::program<E, param_spec, schedules_type>;
-  using backend_type = std::remove_cvref_t<decltype(std::declval<keywords_type const&>().device.value)>;
+  using backend_type = backend_of_t<std::remove_cvref_t<decltype(std::declval<keywords_type const&>().device.value)>>;
   static_assert(checks_evaluated<binding_type::loss_fits, binding_type::metrics_fits>);  // E-BIND-001, 003, 005 name the hook and field
   // The keywords and the hooks bind (each mistake has printed its coded error): nitro::main compiles
   // its other programs only then, so a mistake they share is told once, not once per program.
@@ -227,7 +227,7 @@ struct handle_state {
         m_params(true),
         m_state(false),
         m_data(resolve_data(m_e, kw...)),
-        m_backend(m_kw.device.value),
+        m_backend(backend_of<std::remove_cvref_t<decltype(m_kw.device.value)>>::make(m_kw.device.value)),
         m_arena(m_backend.ops().memory()),
         m_tape(m_arena, m_arena.device() == device_kind::cpu ? m_arena : m_closure_arena),
         m_device(m_backend.ops().memory(), optimizer_type::two_pass) {}

@@ -83,7 +83,7 @@ template <> struct keyword_accepts<"schedules"> {
   template <class V> static constexpr bool test = is_object_value_v<V>;
 };
 template <> struct keyword_accepts<"device"> {
-  template <class V> static constexpr bool test = Backend<V>;  // nitro::cpu_backend{}, the default
+  template <class V> static constexpr bool test = backend_choice<V>;  // nitro::cpu_backend{} (the default), nitro::cuda_device{}
 };
 
 // ---- diagnostics ------------------------------------------------------------------------------------

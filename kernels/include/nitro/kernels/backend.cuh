@@ -250,5 +250,10 @@ class cuda_backend {
 };
 
 static_assert(Backend<cuda_backend>, "nitro invariant: cuda_backend models the Backend concept");
+// nitro::device = nitro::cuda_device{.index = i}: the handle's backend is this one, on GPU i.
+template <>
+struct cuda_backend_of<cuda_device> {
+  using type = cuda_backend;
+};
 
 }  // namespace nitro
