@@ -15,6 +15,11 @@
 #pragma once
 
 #include "nitro/nitro.hpp"
+// A trainer nvcc compiles with the nitro::cuda target (its kernel headers on the include path) has
+// the CUDA backend: --set device=cuda trains its programs there (cli/main.hpp, with_point).
+#if defined(__CUDACC__) && __has_include(<nitro/kernels/backend.cuh>)
+#include "nitro/cuda.cuh"
+#endif
 #include "nitro/cli/main.hpp"
 
 #ifdef NITRO_WITH_MPI

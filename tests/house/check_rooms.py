@@ -5,7 +5,8 @@ below it (docs/architecture.md draws the order; ROOMS below is that order, writt
   check_rooms.py INCLUDE_DIR...     exit 0 when every include points down or sideways within a room
 
 Also checked: <mpi.h> is included only in dist/ (the trainer holds MPI-free `replicas`), and no
-.hpp includes a .cuh (what g++ compiles never needs nvcc); a text fragment (.inc: one text a header
+.hpp includes a .cuh (what g++ compiles never needs nvcc) outside an `#if` on `__CUDACC__` (what
+only nvcc sees, as nitro/main.hpp's CUDA backend); a text fragment (.inc: one text a header
 includes several times, as tensor/cpu/gemm.hpp does per instruction set) is included only from its
 own folder, and its own includes obey the rule.  Prints every violation with its file and line, and
 the fix.
@@ -53,7 +54,15 @@ def main(dirs):
             bad.append(f"{path}: room '{room}' is not in the order. Fix: add it to ROOMS in {__file__} and to docs/architecture.md")
             continue
         raw_end = None
+        conditions = []  # the open #if blocks: True where only nvcc compiles the lines (#if ... __CUDACC__)
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            directive = line.strip()
+            if directive.startswith("#if"):
+                conditions.append("__CUDACC__" in directive and "!" not in directive and "ifndef" not in directive)
+            elif directive.startswith(("#else", "#elif")) and conditions:
+                conditions[-1] = False
+            elif directive.startswith("#endif") and conditions:
+                conditions.pop()
             if raw_end is not None:
                 if raw_end in line:
                     raw_end = None
@@ -75,7 +84,7 @@ def main(dirs):
                 continue
             if target.endswith(".inc") and pathlib.PurePosixPath(target).parent != pathlib.PurePosixPath(rel).parent:
                 bad.append(f"{path}:{n}: includes the fragment {inc} of another folder. Fix: a fragment belongs to the headers beside it")
-            if path.suffix == ".hpp" and target.endswith(".cuh"):
+            if path.suffix == ".hpp" and target.endswith(".cuh") and not any(conditions):
                 bad.append(f"{path}:{n}: a .hpp includes {inc}. Fix: only nvcc's translation units (.cu/.cuh) include .cuh")
             for folder, owner in PRIVATE.items():
                 if target.startswith(folder) and room != owner:

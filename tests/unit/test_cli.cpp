@@ -166,6 +166,29 @@ TEST_CASE("the parser: options in both spellings, selections, positional argumen
   CHECK(nitro::cli::parse_args({}).help);
 }
 
+TEST_CASE("--set device: the backend as an override every trainer takes; recorded, repeated for sweep points, read back") {
+  auto a = nitro::cli::parse_args({"run", "--set", "lr=0.5", "--set", "device=cuda"});
+  CHECK(a.selection.sets == std::vector<std::pair<std::string, std::string>>{{"lr", "0.5"}});  // not a knob
+  CHECK(a.selection.device == "cuda:0");
+  CHECK(a.selection.cuda_index() == 0);
+  CHECK(nitro::cli::parse_args({"run", "--set", "device=cuda:3"}).selection.cuda_index() == 3);
+  auto cpu = nitro::cli::parse_args({"explain", "--set", "device=cpu"});
+  CHECK(cpu.has_selection);
+  CHECK(cpu.selection.device == "cpu");
+  CHECK(cpu.selection.cuda_index() == -1);
+  CHECK(nitro::cli::parse_args({"run"}).selection.cuda_index() == -1);
+  // the children of `sweep --jobs` and Slurm's scripts ask for it again; the manifest keeps it
+  CHECK(a.selection.to_args() == std::vector<std::string>{"--set", "lr=0.5", "--set", "device=cuda:0"});
+  CHECK(a.selection.json()["overrides"]["device"] == "cuda:0");
+  CHECK(nitro::selection_request::from_json(a.selection.json()) == a.selection);
+  CHECK_FALSE(a.selection.empty());
+  auto fails = [](std::vector<std::string> args) { return error_text([&] { nitro::cli::parse_args(args); }); };
+  for (char const* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "CUDA", ""})
+    CHECK(fails({"run", "--set", std::string("device=") + bad}) ==
+          "E-CLI-002: --set device takes cpu, cuda or cuda:N (the GPU's index), not '" + std::string(bad) + "'\n  fix: e.g. --set device=cuda");
+  CHECK(fails({"run", "--set", "device=cpu", "--set", "device=cuda"}).rfind("E-KNOB-013: device is set twice ('cpu' and 'cuda')", 0) == 0);
+}
+
 TEST_CASE("the parser's errors: E-CLI-001, E-CLI-002, E-CLI-003") {
   auto fails = [](std::vector<std::string> args) { return error_text([&] { nitro::cli::parse_args(args); }); };
   CHECK(fails({"rn"}) ==

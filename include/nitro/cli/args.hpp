@@ -77,6 +77,8 @@ struct parsed_args {
 namespace detail {
 NITRO_RUNTIME_INLINE std::int64_t positive_integer(std::string_view opt, std::string_view text);
 NITRO_RUNTIME_INLINE double positive_seconds(std::string_view opt, std::string_view text);
+// --set device=VALUE: "cpu", or "cuda" / "cuda:N" as "cuda:N" (GPU N, 0 by default).
+NITRO_RUNTIME_INLINE std::string device_choice(std::string_view text);
 }  // namespace detail
 
 // Parses the arguments after the program's name.
@@ -94,7 +96,7 @@ namespace nitro::cli {
 NITRO_RUNTIME_INLINE std::vector<option_spec> const& all_options() {
   static const std::vector<option_spec> table = {
       {"--variant", "NAME", "start from a declared variant (once; variants do not compose)"},
-      {"--set", "KNOB=VALUE", "set a declared knob; wins over the variant (repeatable; seed works everywhere)"},
+      {"--set", "KNOB=VALUE", "set a declared knob; wins over the variant (repeatable; seed works everywhere; device=cpu|cuda|cuda:N picks the backend)"},
       {"--steps", "N", "train N optimizer steps instead of max_epochs epochs (an override)"},
       {"--eval-every", "N", "also evaluate the valid split every N steps (an override)"},
       {"--diagnostics", "", "log gradient and parameter norms with every train line (an override)"},
@@ -198,6 +200,20 @@ NITRO_RUNTIME_INLINE std::int64_t positive_integer(std::string_view opt, std::st
     throw error("E-CLI-002", std::string(opt) + " takes a whole number of at least 1, not '" + std::string(text) + "'",
                 "e.g. " + std::string(opt) + " 100");
   return v;
+}
+
+NITRO_RUNTIME_INLINE std::string device_choice(std::string_view text) {
+  if (text == "cpu") return "cpu";
+  if (text == "cuda") return "cuda:0";
+  int n = -1;
+  if (text.rfind("cuda:", 0) == 0) {
+    auto r = std::from_chars(text.data() + 5, text.data() + text.size(), n);
+    if (r.ec != std::errc{} || r.ptr != text.data() + text.size() || text.size() == 5) n = -1;
+  }
+  if (n < 0)
+    throw error("E-CLI-002", "--set device takes cpu, cuda or cuda:N (the GPU's index), not '" + std::string(text) + "'",
+                "e.g. --set device=cuda");
+  return "cuda:" + std::to_string(n);
 }
 
 NITRO_RUNTIME_INLINE double positive_seconds(std::string_view opt, std::string_view text) {
@@ -306,7 +322,13 @@ NITRO_RUNTIME_INLINE parsed_args parse_args(std::vector<std::string> const& args
       auto eq = value.find('=');
       if (eq == std::string::npos || eq == 0)
         throw error("E-CLI-002", "--set takes KNOB=VALUE, not '" + value + "'", "e.g. --set lr=0.002");
-      a.selection.sets.emplace_back(value.substr(0, eq), value.substr(eq + 1));
+      if (value.substr(0, eq) == "device") {  // the backend: an override every trainer takes, not a knob
+        if (a.selection.device)
+          throw error("E-KNOB-013", "device is set twice ('" + *a.selection.device + "' and '" + value.substr(eq + 1) + "')", "set it once");
+        a.selection.device = detail::device_choice(value.substr(eq + 1));
+      } else {
+        a.selection.sets.emplace_back(value.substr(0, eq), value.substr(eq + 1));
+      }
       a.has_selection = true;
     } else if (arg == "--steps") {
       a.selection.steps = detail::positive_integer(arg, value);

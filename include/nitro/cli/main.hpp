@@ -67,6 +67,26 @@ class app {
     return std::move(*r);
   }
 
+  // The selection's program on the backend --set device=... asks for: f(type_identity<program<P>>)
+  // on the CPU, f(type_identity<program<P, cuda_device>>) on a GPU. The CUDA programs exist only
+  // where nvcc compiled the trainer with the CUDA backend (nitro/main.hpp includes it there).
+  template <class F>
+  static auto with_point(selection const& s, F&& f) {
+    return with_program(s.program, [&]<class P>(std::type_identity<P>) {
+      using tag = std::enable_if_t<sizeof(P) != 0, cuda_device>;  // dependent: judged where main<...> is instantiated
+      if constexpr (cuda_backend_compiled_in<tag>) {
+        if (s.request.cuda_index() >= 0) return f(std::type_identity<program<P, tag>>{});
+      } else {
+        if (s.request.cuda_index() >= 0)
+          throw error("E-CUDA-015",
+                      "--set device=" + *s.request.device + " asks for the CUDA backend, but this trainer was built without it (by g++, or by nvcc "
+                          "without the nitro::cuda target)",
+                      "build the trainer with nvcc and link nitro::cuda (kernels/CMakeLists.txt builds fashion_mlp_nvcc so), or leave device at cpu");
+      }
+      return f(std::type_identity<program<P>>{});
+    });
+  }
+
   static int run(context& ctx, std::vector<std::string> const& argv) {
     try {
       parsed_args a = parse_args(argv);
@@ -88,6 +108,7 @@ class app {
     if (is_record_error(code)) return exit_records;
     if (code.rfind("E-KNOB-", 0) == 0 || code.rfind("E-CLI-", 0) == 0) return exit_usage;
     if (code.rfind("E-DATA-", 0) == 0 || code.rfind("E-CPU-", 0) == 0) return exit_usage;  // setup: the data, the environment
+    if (code == "E-CUDA-002" || code == "E-CUDA-006" || code == "E-CUDA-015") return exit_usage;  // --set device=cuda: no GPU, no CUDA build
     return exit_failed;
   }
 
@@ -163,15 +184,22 @@ class app {
         std::vector<std::string> damaged;
         (void)load_for_resume(resolve(from, resolve_context{.runs_dir = default_run_dir(a)}), resume_ref::of(from), damaged);
         ro.resume = resume_ref::of(from);
-        if (!a.has_selection) req = recorded_selection(from);
+        // --set device=... alone moves the recorded run to another backend (its weights, rule states
+        // and step are host buffers: a checkpoint written on a GPU resumes on the CPU and back)
+        selection_request other = a.selection;
+        other.device.reset();
+        if (!a.has_selection || other.empty()) {
+          req = recorded_selection(from);
+          req.device = a.selection.device;
+        }
       }
       if (cmd == "run" && a.weights) ro.weights = run_weights(default_run_dir(a), *a.weights);
       selection s = resolve_selection(c, req);
-      return with_program(s.program, [&]<class P>(std::type_identity<P>) -> int {
-        if (cmd == "explain") { ctx.out << program<P>::explain_text(c, s); return exit_ok; }
-        if (cmd == "ir") { ctx.out << program<P>::ir_text(c, s); return exit_ok; }
-        if (cmd == "check") return program<P>::check(ctx, c, s);
-        return program<P>::run(ctx, c, s, ro).exit_code;
+      return with_point(s, [&]<class Prog>(std::type_identity<Prog>) -> int {
+        if (cmd == "explain") { ctx.out << Prog::explain_text(c, s); return exit_ok; }
+        if (cmd == "ir") { ctx.out << Prog::ir_text(c, s); return exit_ok; }
+        if (cmd == "check") return Prog::check(ctx, c, s);
+        return Prog::run(ctx, c, s, ro).exit_code;
       });
     }
     if (cmd == "diff") {
@@ -277,10 +305,11 @@ class app {
                                    ", not " + cat().experiment,
                   "evaluate it with the binary of its own experiment");
     selection_request req = selection_request::from_json(m.value("selection", ordered_json::object()));
+    req.device.reset();  // the weights are evaluated on the CPU, wherever they were trained
     selection s = resolve_selection(cat(), req);
     ctx.out << "run " << run << "\n";
     const std::string split = a.split.value_or("test");
-    return with_program(s.program, [&]<class P>(std::type_identity<P>) { return program<P>::eval(ctx, cat(), s, *weights, run, split); });
+    return with_point(s, [&]<class Prog>(std::type_identity<Prog>) { return Prog::eval(ctx, cat(), s, *weights, run, split); });
   }
 
   // ---- sample: the run's recorded selection, its weights, the generation's options -----------------
@@ -292,12 +321,14 @@ class app {
     std::error_code ignored_error;  // a text too long for a file name is no file
     if (!a.positional.empty() && text.find(">>") == std::string::npos && !fs::is_regular_file(text, ignored_error)) text = a.positional[0] + " >> " + text;
     const weights_ref weights = run_weights(dir, text);
-    selection s = resolve_selection(cat(), recorded_selection(weights));
+    selection_request recorded = recorded_selection(weights);
+    recorded.device.reset();  // text is drawn on the CPU, wherever the weights were trained
+    selection s = resolve_selection(cat(), recorded);
     generate_options o;
     if (a.tokens) o.tokens = *a.tokens;
     if (a.temperature) o.temperature = *a.temperature;
     if (a.top_k) o.top_k = *a.top_k;
-    return with_program(s.program, [&]<class P>(std::type_identity<P>) { return program<P>::sample(ctx, cat(), s, weights, o, a.prompt.value_or("")); });
+    return with_point(s, [&]<class Prog>(std::type_identity<Prog>) { return Prog::sample(ctx, cat(), s, weights, o, a.prompt.value_or("")); });
   }
 
   // ---- sweep --------------------------------------------------------------------------------------
@@ -336,9 +367,7 @@ class app {
       for (std::size_t i = 0; i < points.size(); ++i) {
         selection s = resolve_selection(c, points[i]);
         if (!a.quiet) ctx.out << "point " << i << ": " << rows[i].selection << "\n";
-        run_result r = with_program(s.program, [&]<class P>(std::type_identity<P>) {
-          return program<P>::run(ctx, c, s, {run_dir, ids[i], true});
-        });
+        run_result r = with_point(s, [&]<class Prog>(std::type_identity<Prog>) { return Prog::run(ctx, c, s, {run_dir, ids[i], true}); });
         rows[i].state = r.state;
         rows[i].metrics = r.metrics;
       }

@@ -8,7 +8,10 @@
 // fields reach the handle as keywords (nitro::seed = 3); the overrides --steps, --eval-every and
 // --diagnostics as the run keywords max_steps, eval_every and diagnostics. Every command's handle
 // has the same type: the keywords the command line may give are always passed, as std::optional
-// (empty: not given) — one instantiation of the handle per program, whatever the command.
+// (empty: not given) — one instantiation of the handle per program, whatever the command. The
+// backend is the second template argument: the CPU's (the default, passed as no keyword), or
+// nitro::cuda_device where --set device=cuda asks for it (cli/main.hpp instantiates that one only
+// in a trainer nvcc compiles with the CUDA backend).
 // `run` is the handle's own train(): its loggers write metrics.jsonl, metrics.csv and TensorBoard
 // events into the run's record (knobs/records.hpp), a status logger keeps status.json, and its
 // checkpointer writes checkpoints/ with their index; `eval` and `bundle` read those checkpoints.
@@ -61,9 +64,10 @@
 
 namespace nitro::cli {
 
-template <class E>
+template <class E, class Device = cpu_backend>
 struct program {
   using experiment_type = E;
+  static constexpr bool on_cuda = std::is_same_v<Device, cuda_device>;
   using selection_tuple = decltype(selection_keywords<E>(std::declval<selection const&>()));
   // The keywords the command line itself gives (after the selection's): always the same types.
   static auto extra_keywords(selection const& s, handle_extras x) {
@@ -72,8 +76,12 @@ struct program {
                              kw::diagnostics = s.request.diagnostics ? std::optional<bool>(true) : std::optional<bool>{},
                              kw::logger = std::move(x.loggers),
                              kw::replicas = x.replicas ? std::optional<dist::replicas*>(x.replicas) : std::nullopt};
-    if constexpr (experiment_gives_checkpointer()) return common;
-    else return std::tuple_cat(common, std::tuple{kw::checkpointer = std::move(x.checkpointer)});
+    auto with_checkpointer = [&] {
+      if constexpr (experiment_gives_checkpointer()) return std::move(common);
+      else return std::tuple_cat(std::move(common), std::tuple{kw::checkpointer = std::move(x.checkpointer)});
+    }();
+    if constexpr (on_cuda) return std::tuple_cat(std::move(with_checkpointer), std::tuple{kw::device = cuda_device{s.request.cuda_index()}});
+    else return with_checkpointer;
   }
   // Does the experiment say how it checkpoints (an accessor or a field)? Then the command line does not.
   static constexpr bool experiment_gives_checkpointer() {
@@ -115,6 +123,7 @@ struct program {
       if (r.name == "max_steps" && s.request.steps) row = {r.name, std::to_string(*s.request.steps), "override", row.doc, "--steps"};
       if (r.name == "eval_every" && s.request.eval_every) row = {r.name, std::to_string(*s.request.eval_every), "override", row.doc, "--eval-every"};
       if (r.name == "diagnostics" && s.request.diagnostics) row = {r.name, "true", "override", row.doc, "--diagnostics"};
+      if (r.name == "device" && s.request.device) row = {r.name, r.value, "override", row.doc, "--set device=" + *s.request.device};
       const std::size_t i = c.knob_index(r.name);
       if (i < c.knobs.size())
         row.note += (row.note.empty() ? "" : "; ") + std::string("the knob ") + r.name + " (" + to_string(s.knobs[i].source) + ")";
@@ -169,12 +178,13 @@ struct program {
     table k;
     for (auto const& r : rows) k.row({r.name, r.value, r.source, r.doc + (r.note.empty() ? "" : "; " + r.note)});
     o << k.str();
-    if (s.request.steps || s.request.eval_every || s.request.diagnostics) {
+    if (s.request.steps || s.request.eval_every || s.request.diagnostics || s.request.device) {
       o << "overrides:\n";
       table v;
       if (s.request.steps) v.row({"steps", std::to_string(*s.request.steps), "override", "optimizer steps to train, instead of max_epochs epochs"});
       if (s.request.eval_every) v.row({"eval_every", std::to_string(*s.request.eval_every), "override", "steps between evaluations of valid"});
       if (s.request.diagnostics) v.row({"diagnostics", "true", "override", "gradient and parameter norms in every train line"});
+      if (s.request.device) v.row({"device", *s.request.device, "override", "the backend the run's steps run on"});
       o << v.str();
     }
     return o.str();

@@ -228,6 +228,7 @@ NITRO_RUNTIME_INLINE ordered_json overrides_json(selection_request const& r) {
   if (r.steps) j["steps"] = {{"value", *r.steps}, {"source", "override"}};
   if (r.eval_every) j["eval_every"] = {{"value", *r.eval_every}, {"source", "override"}};
   if (r.diagnostics) j["diagnostics"] = {{"value", true}, {"source", "override"}};
+  if (r.device) j["device"] = {{"value", *r.device}, {"source", "override"}};
   return j;
 }
 

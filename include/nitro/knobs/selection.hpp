@@ -9,8 +9,9 @@
 //                                                    // hook (build_data, build_model) reads one
 //   auto kws = nitro::selection_keywords<FashionMLP<128>>(sel);   // run keywords that are knobs
 //
-// Sources: default, variant, set; the run overrides --steps, --eval-every and --diagnostics are
-// recorded with source `override`. Mistakes are errors with the note's codes: E-KNOB-004 (unknown
+// Sources: default, variant, set; the run overrides --steps, --eval-every, --diagnostics and
+// --set device=... (the backend: every trainer takes it, no experiment declares it) are recorded
+// with source `override`. Mistakes are errors with the note's codes: E-KNOB-004 (unknown
 // variant), E-KNOB-005 (unknown knob), E-KNOB-010 (a value that does not parse), E-KNOB-011 (a
 // GraphConst value not compiled in), E-KNOB-013 (a knob set twice).
 #pragma once
@@ -53,8 +54,14 @@ struct selection_request {
   std::optional<std::int64_t> steps;                      // --steps N: optimizer steps, instead of epochs
   std::optional<std::int64_t> eval_every;                 // --eval-every N: evaluate valid every N steps
   bool diagnostics = false;                               // --diagnostics: gradient and parameter norms per log line
+  std::optional<std::string> device;                      // --set device=cpu|cuda|cuda:N: the backend ("cpu", "cuda:N")
 
-  bool empty() const noexcept { return !variant && sets.empty() && !steps && !eval_every && !diagnostics; }
+  bool empty() const noexcept { return !variant && sets.empty() && !steps && !eval_every && !diagnostics && !device; }
+  // The GPU --set device=cuda[:N] names, or -1 for the CPU.
+  int cuda_index() const {
+    if (!device || *device == "cpu") return -1;
+    return std::stoi(device->substr(5));
+  }
 
   // The command-line arguments that ask for this again (children of `sweep --jobs`, Slurm scripts).
   std::vector<std::string> to_args() const {
@@ -64,6 +71,7 @@ struct selection_request {
     if (steps) { a.push_back("--steps"); a.push_back(std::to_string(*steps)); }
     if (eval_every) { a.push_back("--eval-every"); a.push_back(std::to_string(*eval_every)); }
     if (diagnostics) a.push_back("--diagnostics");
+    if (device) { a.push_back("--set"); a.push_back("device=" + *device); }
     return a;
   }
 
@@ -76,6 +84,7 @@ struct selection_request {
     if (steps) o["steps"] = *steps;
     if (eval_every) o["eval_every"] = *eval_every;
     if (diagnostics) o["diagnostics"] = true;
+    if (device) o["device"] = *device;
     j["overrides"] = o;
     return j;
   }
@@ -91,6 +100,7 @@ struct selection_request {
       if (o.contains("steps") && o["steps"].is_number_integer()) r.steps = o["steps"].get<std::int64_t>();
       if (o.contains("eval_every") && o["eval_every"].is_number_integer()) r.eval_every = o["eval_every"].get<std::int64_t>();
       if (o.contains("diagnostics") && o["diagnostics"].is_boolean()) r.diagnostics = o["diagnostics"].get<bool>();
+      if (o.contains("device") && o["device"].is_string()) r.device = o["device"].get<std::string>();
     }
     return r;
   }

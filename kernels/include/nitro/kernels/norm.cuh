@@ -37,7 +37,8 @@ __global__ void layer_norm_columns(std::int64_t F, std::int64_t cols, T eps, T c
     const T mu = warp_sum(s) / T(F);
     T q = 0;
     for (std::int64_t f = lane; f < F; f += 32) q += (xs[f] - mu) * (xs[f] - mu);
-    const T rstd = T(1) / sqrt(warp_sum(q) / T(F) + eps);
+    // ::sqrt: nitro::sqrt (a tensor op) would hide the device overload where nitro.hpp came first
+    const T rstd = T(1) / ::sqrt(warp_sum(q) / T(F) + eps);
     for (std::int64_t f = lane; f < F; f += 32) y[n * F + f] = (xs[f] - mu) * rstd * w[f] + b[f];
     if (stats && lane == 0) {
       stats[2 * n] = mu;
@@ -106,14 +107,14 @@ __global__ void batch_norm_channels(bool training, std::int64_t inner, std::int6
       T q = 0;
       for (std::int64_t m = threadIdx.x; m < M; m += reduce_threads) q += (x[at(m)] - mu) * (x[at(m)] - mu);
       const T var = block_combine(q, false, shared) / T(M);
-      rstd = T(1) / sqrt(var + eps);
+      rstd = T(1) / ::sqrt(var + eps);
       if (threadIdx.x == 0) {
         if (nm) nm[c] = (T(1) - momentum) * rm[c] + momentum * mu;
         if (nv) nv[c] = (T(1) - momentum) * rv[c] + momentum * var * T(M) / T(M - 1);
       }
     } else {
       mu = rm[c];
-      rstd = T(1) / sqrt(rv[c] + eps);
+      rstd = T(1) / ::sqrt(rv[c] + eps);
     }
     if (threadIdx.x == 0) {
       stats[2 * c] = mu;

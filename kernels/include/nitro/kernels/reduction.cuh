@@ -28,8 +28,10 @@ constexpr int reduce_threads = 256;
 // Extents from which a block (not a thread) reduces one output.
 constexpr std::int64_t block_extent = 64;
 
-template <class T> __device__ inline T exp_of(T x) { return exp(x); }
-template <class T> __device__ inline T log_of(T x) { return log(x); }
+// ::exp, ::log (CUDA's device overloads): nitro::exp and nitro::log, the tensor ops, would hide them
+// by name wherever nitro/nitro.hpp is included before this header (nitro/main.hpp does).
+template <class T> __device__ inline T exp_of(T x) { return ::exp(x); }
+template <class T> __device__ inline T log_of(T x) { return ::log(x); }
 
 // The warp's 32 values summed by a butterfly of shuffles: every lane ends with the same bits (each
 // level adds the same two partial sums on both lanes).
