@@ -309,7 +309,7 @@ class app {
     selection s = resolve_selection(cat(), req);
     ctx.out << "run " << run << "\n";
     const std::string split = a.split.value_or("test");
-    return with_point(s, [&]<class Prog>(std::type_identity<Prog>) { return Prog::eval(ctx, cat(), s, *weights, run, split); });
+    return with_program(s.program, [&]<class P>(std::type_identity<P>) { return program<P>::eval(ctx, cat(), s, *weights, run, split); });
   }
 
   // ---- sample: the run's recorded selection, its weights, the generation's options -----------------
@@ -328,7 +328,7 @@ class app {
     if (a.tokens) o.tokens = *a.tokens;
     if (a.temperature) o.temperature = *a.temperature;
     if (a.top_k) o.top_k = *a.top_k;
-    return with_point(s, [&]<class Prog>(std::type_identity<Prog>) { return Prog::sample(ctx, cat(), s, weights, o, a.prompt.value_or("")); });
+    return with_program(s.program, [&]<class P>(std::type_identity<P>) { return program<P>::sample(ctx, cat(), s, weights, o, a.prompt.value_or("")); });
   }
 
   // ---- sweep --------------------------------------------------------------------------------------
