@@ -3,7 +3,7 @@
 //   device_params<Params, State> d(backend.ops().memory(), two_pass);
 //   d.upload(params, state);                          // before a step, an evaluation, a prediction
 //   auto ps = d.view(tape, d.grads());                // what forward reads, backward accumulates into
-//   d.download_grads(params.grads());                 // at the step's last micro-batch
+//   d.download(d.grads(), params.grads());            // at the step's last micro-batch
 //
 // The handle's param_store and state store stay in host memory and stay the run's master copy: the
 // optimizer program, clipping, SAM's perturbation, the EMA, checkpoints, averaging and the
