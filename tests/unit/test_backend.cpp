@@ -1142,10 +1142,12 @@ void device_copy_follows_the_cpu(int accum) {
   const bool in_host_buffer = E::seen_weight >= static_cast<void const*>(host.values()) &&
                               E::seen_weight < static_cast<void const*>(host.values() + std::remove_cvref_t<decltype(host)>::size);
   CHECK_FALSE(in_host_buffer);
-  // what crossed: per micro-batch the values and the state (SAM: the values again for w + e), and
-  // per epoch's valid evaluation both once; per step the gradient (SAM: also each micro-batch's
-  // first pass); the state's two running leaves per micro-batch
-  const int uploads_training = batches * (2 + (Sam ? 1 : 0)) + 2 * 2, downloads_training = steps * (1 + (Sam ? accum : 0)) + batches * 2;
+  // what crossed: the values at each step's first micro-batch (SAM: at every micro-batch, and again
+  // for w + e), the state at every micro-batch, and per epoch's valid evaluation both once; per
+  // step the gradient (SAM: also each micro-batch's first pass); the state's two running leaves per
+  // micro-batch
+  const int uploads_training = (Sam ? 2 * batches : steps) + batches + 2 * 2;
+  const int downloads_training = steps * (1 + (Sam ? accum : 0)) + batches * 2;
   CHECK(h.device_crossings().uploads == uploads_training);
   CHECK(h.device_crossings().downloads == downloads_training);
   // the same run on the CPU: the same weights and state, bit for bit

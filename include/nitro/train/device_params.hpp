@@ -11,7 +11,8 @@
 // host's, forward and backward cannot read host buffers, so this keeps a copy of both stores in the
 // backend's memory, in the same flat layout (one copy moves a whole store), with the gradient
 // buffer the tape accumulates into (and SAM's first-pass buffer). What crosses, and when: the values
-// and the state to the device before each micro-batch, evaluation and prediction; the gradients to
+// to the device before each step's first micro-batch (with SAM, each micro-batch, and again at
+// w + e), evaluation and prediction; the state before each micro-batch; the gradients to
 // the host once per optimizer step; a training forward's new state to the host leaf by leaf. Each
 // crossing is counted. On a backend whose memory is the host's it holds nothing, and every view is
 // the store's own: the CPU's step is untouched.
@@ -57,10 +58,13 @@ class device_params {
   float* grads() noexcept { return m_grads; }
   float* first_pass_grads() noexcept { return m_first; }
 
-  // The host's values (and, with `state`, the model's state) to the device: one copy each.
-  void upload(Params const& params, State const& state, bool with_state = true) {
-    m_mem->copy_from_host(m_values, params.values(), bytes(Params::size));
-    ++m_uploads;
+  // The host's values and the model's state to the device, each one copy; `with_values` false
+  // sends the state alone (a later micro-batch of a step: the values have not changed since).
+  void upload(Params const& params, State const& state, bool with_values = true, bool with_state = true) {
+    if (with_values) {
+      m_mem->copy_from_host(m_values, params.values(), bytes(Params::size));
+      ++m_uploads;
+    }
     if (with_state && State::size > 0) {
       m_mem->copy_from_host(m_state, state.values(), bytes(State::size));
       ++m_uploads;

@@ -250,9 +250,10 @@ struct handle_state {
   st_type state_view() const { return m_device.on_device() ? m_device.state_view() : m_state.view(); }
   // Where a step's gradient accumulates (the optimizer reads the host's: gradients_to_host).
   float* step_grads() noexcept { return m_device.on_device() ? m_device.grads() : m_params.grads(); }
-  // Before forward on a device: the host's values (and state) there. Nothing on the host.
-  void upload_params(bool with_state = true) {
-    if (m_device.on_device()) m_device.upload(m_params, m_state, with_state);
+  // Before forward on a device: the host's values and state there (either alone when the other
+  // is already there). Nothing on the host.
+  void upload_params(bool with_values = true, bool with_state = true) {
+    if (m_device.on_device()) m_device.upload(m_params, m_state, with_values, with_state);
   }
   void zero_step_grads() {
     if (m_device.on_device()) m_device.zero(m_device.grads());

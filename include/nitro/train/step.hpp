@@ -55,9 +55,10 @@ double train(S& s, typename S::batch_type const& host_batch) {
     s.m_opt->begin_step(s.m_e);  // schedules write this step's values: Device fields, group fields
     s.zero_step_grads();
   }
-  // On a device, forward reads the host's weights after the last update (each micro-batch with SAM,
-  // whose first pass follows a restore) and the state the last micro-batch kept.
-  s.upload_params(true);
+  // On a device, forward reads the host's weights after the last update and the state the last
+  // micro-batch kept. The weights change only at the update, so they cross at a step's first
+  // micro-batch; with SAM at every one, as the device holds w + e after a second pass.
+  s.upload_params(s.m_micro == 0 || optimizer_type::two_pass, true);
   step_context ctx = s.context(true, fold(fold(s.m_kw.seed.value, 3), static_cast<std::uint64_t>(s.micro_steps())));
   context_scope scope(ctx);
   struct cleanup {  // the tape and the arena are empty after the micro-batch, also when a hook throws
@@ -85,7 +86,7 @@ double train(S& s, typename S::batch_type const& host_batch) {
       optimizer_type& o;
       ~restore_weights() { o.restore(); }
     } restore{*s.m_opt};
-    s.upload_params(false);  // w + e
+    s.upload_params(true, false);  // w + e
     ctx.counter = 0;  // the second pass draws the same dropout masks
     forward_backward(s, batch, s.step_grads(), false);
   } else {
