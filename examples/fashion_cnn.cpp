@@ -1,8 +1,14 @@
-// fashion_cnn — a small convolutional network on Fashion-MNIST: two convolutions, two dense layers.
+// fashion_cnn — a small convolutional network on Fashion-MNIST, with its command line (nitro::main).
 //
 //   [28, 28, 1, B] -> conv 3x3 (pad 1), `channels` maps, relu -> max_pool 2 -> batch_norm   [14, 14, C, B]
 //                  -> conv 3x3 (pad 1), 2*`channels` maps, relu -> max_pool 2 -> batch_norm [7, 7, 2C, B]
 //                  -> flatten -> dropout 0.25 -> dense 128, relu -> dense 10 (logits)
+//
+//   ./fashion_cnn run                        5 epochs on all 60000 training images, then the test split
+//   ./fashion_cnn run --variant smoke        one epoch on 2000 images, under runs/
+//   ./fashion_cnn run --set lr=2e-3 --set valid=5000
+//   ./fashion_cnn_nvcc run --set device=cuda  the same struct and command line on a GPU (nvcc build)
+//   ./fashion_cnn variants | explain | ir | eval | sweep seeds | ...   (see --help)
 //
 //   channels   GraphConst: compiled in; every layer shape it touches is specialised for it
 //   smoothing  Device: label smoothing, read by the loss each step
@@ -10,25 +16,46 @@
 //
 // batch_norm's running statistics are the model's state: forward returns st_new in training (the
 // handle keeps it) and st itself in evaluation. dropout is active in training only.
-#include <nitro/nitro.hpp>
+#include <nitro/main.hpp>
 
-#include <chrono>
-#include <cstdio>
+#include <cstdint>
+
+namespace fashion {
 
 struct FwdIn { BOOST_HANA_DEFINE_STRUCT(FwdIn, (nitro::Tensor, img)); };
 struct LossIn { BOOST_HANA_DEFINE_STRUCT(LossIn, (nitro::Tensor, label)); };
-struct Metrics { BOOST_HANA_DEFINE_STRUCT(Metrics, (nitro::mean_of, acc)); };
 
 template <int Channels = 32>
 struct FashionCNN {
   nitro::GraphConst<int, Channels> channels;  // compiled in
   nitro::Device<float> smoothing{0.05f};      // scheduled without recompiling
-  float lr = 1e-3f;                           // host knob: the base learning rate
-  int max_epochs = 5;                         // a run keyword read from a field
+  float lr = 1e-3f;                           // host knob: the learning rate
+  int max_epochs = 5;                         // run keywords read from fields ...
   std::int64_t batch_size = 128;
+  int log_every_n_steps = 100;
+  std::int64_t valid = 0;        // training images held out as the valid split
+  std::int64_t train_limit = 0;  // training images kept (0: all)
+  std::int64_t test_limit = 0;   // valid and test images kept (0: all)
 
-  auto build_data() const { return nitro::data::fashion_mnist(); }
+  static constexpr auto knobs() {
+    return nitro::knobs(nitro::knob<"lr">("learning rate (AdamW, the default rule)"),
+                        nitro::knob<"smoothing">("label smoothing of the loss"),
+                        nitro::knob<"max_epochs">(),  // run keywords: their docs are the keyword table's
+                        nitro::knob<"batch_size">(),
+                        nitro::knob<"valid">("training images held out as the valid split (0: none)"),
+                        nitro::knob<"train_limit">("training images kept (0: all)"),
+                        nitro::knob<"test_limit">("valid and test images kept (0: all)"));
+  }
+  static constexpr auto variants() {
+    return nitro::variants(nitro::variant<"smoke">(nitro::set<"max_epochs">(1), nitro::set<"valid">(500),
+                                                   nitro::set<"train_limit">(2000), nitro::set<"test_limit">(500)));
+  }
+  static constexpr auto sweeps() { return nitro::sweeps(nitro::sweep<"seeds">(nitro::axis<"seed">(1, 2, 3))); }
 
+  // A hook, not a member initialiser: it runs after the selection, so it reads the selected limits.
+  auto build_data() const {
+    return nitro::data::fashion_mnist({.valid = valid, .train_limit = train_limit, .test_limit = test_limit});
+  }
   auto build_model() const {
     namespace nn = nitro::nn;
     constexpr int C = decltype(channels)::value;
@@ -44,22 +71,11 @@ struct FashionCNN {
     return nitro::nn::logitcrossentropy(logits, in.label, smoothing);
   }
   auto metrics(nitro::Tensor const& logits, LossIn const& in) const {
-    return Metrics{.acc = {nitro::nn::correct(logits, in.label), double(in.label.batch())}};  // the count stays where the logits are
+    return nitro::nn::classification(logits, in.label);  // acc, and the split's confusion matrix
   }
 };
-NITRO_EXPERIMENT(FashionCNN, channels, smoothing, lr, max_epochs, batch_size);
+NITRO_EXPERIMENT(FashionCNN, channels, smoothing, lr, max_epochs, batch_size, log_every_n_steps, valid, train_limit, test_limit);
 
-int main() {
-  try {
-    auto t0 = std::chrono::steady_clock::now();
-    nitro::Nitro h(FashionCNN<32>{});
-    h.train();
-    auto test = h.evaluate("test");
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("test accuracy %.4f  (test loss %.4f)  %.0f s in all\n", test.at("acc"), test.at("loss"), secs);
-    return 0;
-  } catch (nitro::error const& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return 2;
-  }
-}
+}  // namespace fashion
+
+int main(int argc, char** argv) { return nitro::main<fashion::FashionCNN<32>>(argc, argv); }
