@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/gpu_check.sh — the CUDA backend's device check, on one GPU, in about five minutes:
-#   1. builds the CUDA targets (test_gpu, test_gpu_handle, fashion_mlp_cuda, bench_fused_mlp) for
-#      this GPU only;
+#   1. builds the CUDA targets (test_gpu, test_gpu_handle, fashion_mlp_cuda, bench_fused_mlp, and
+#      the examples as nvcc builds them: fashion_mlp_nvcc, fashion_cnn_nvcc) for this GPU only;
 #   2. runs the GPU tests: fused kernels, cuBLASLt, cuDNN, loss, optimizer, transfers, NCCL against
 #      the CPU backend, each with its max relative error; then the handle on nitro::cuda_device{}
 #      against the same runs on the CPU (AdamW and SAM, accum 1 and 2);
@@ -9,7 +9,11 @@
 #      backend, and compares their test accuracy;
 #   4. where Open MPI is installed: the same epoch under mpirun, one rank per GPU, through the NCCL
 #      communicator bootstrapped over MPI;
-#   5. prints the throughput of the fused MLP against the cuBLASLt path, widths 32/64/128, batches
+#   5. the examples' own command line on the GPU: `fashion_mlp_nvcc run --set device=cuda` and the
+#      same for fashion_cnn_nvcc (tests/e2e/device_check.py: the run finishes on the cuda backend);
+#   6. the throughput table (bench/gpu_throughput.py): one epoch of each example through the handle
+#      on the GPU and on the CPU, beside PyTorch on the same GPU, eager and torch.compile;
+#   7. prints the throughput of the fused MLP against the cuBLASLt path, widths 32/64/128, batches
 #      2^14 .. 2^20, as samples/s and as a fraction of the chip's peak.
 #
 # Usage
@@ -34,7 +38,8 @@ if [[ "${1:-}" == "--bundle" ]]; then
   NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
   rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/include" "$BUNDLE/cmake" "$BUNDLE/fashion-mnist"
   # every system header the CUDA targets include, as nvcc sees them
-  deps=$(for src in tests/gpu/test_gpu.cu tests/gpu/test_gpu_handle.cu examples/fashion_mlp_cuda.cu kernels/bench/fused_mlp_throughput.cu; do
+  deps=$(for src in tests/gpu/test_gpu.cu tests/gpu/test_gpu_handle.cu examples/fashion_mlp_cuda.cu kernels/bench/fused_mlp_throughput.cu \
+                   examples/fashion_mlp.cpp examples/fashion_cnn.cpp; do
     "$NVCC" -std=c++20 -M -x cu -Iinclude -Ikernels/include -I/usr/include/eigen3 -DNITRO_HAVE_CUDNN=1 -DNITRO_HAVE_NCCL=1 "$src" 2>/dev/null
   done | tr ' \\' '\n\n' | grep -E '^/usr/include/(eigen3/|boost/|nlohmann/|doctest/|zlib\.h|zconf\.h)' | sort -u)
   [[ -n "$deps" ]] || { echo "gpu_check --bundle: nvcc -M found no dependency headers; is nvcc at $NVCC?"; exit 1; }
@@ -142,13 +147,13 @@ say "configure (sm_$ARCH, $JOBS jobs)"
 gen=(-G Ninja)
 command -v ninja >/dev/null || gen=(-G "Unix Makefiles")
 cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DNITRO_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
-  -DNITRO_BUILD_TESTS=OFF -DNITRO_BUILD_EXAMPLES=OFF -DNITRO_BUILD_BENCH=OFF -DNITRO_CUDA_GPU_TESTS=ON "${args[@]}" >"$BUILD/configure.log" 2>&1 \
+  -DNITRO_BUILD_TESTS=OFF -DNITRO_BUILD_EXAMPLES=ON -DNITRO_BUILD_BENCH=OFF -DNITRO_CUDA_GPU_TESTS=ON "${args[@]}" >"$BUILD/configure.log" 2>&1 \
   || { tail -40 "$BUILD/configure.log"; fail 4 "configure"; return 4; }
 grep -E "nitro:" "$BUILD/configure.log"
 
 say "build"
 t0=$(date +%s)
-cmake --build "$BUILD" --target test_gpu test_gpu_handle fashion_mlp_cuda bench_fused_mlp -j "$JOBS" >"$BUILD/build.log" 2>&1 \
+cmake --build "$BUILD" --target test_gpu test_gpu_handle fashion_mlp_cuda bench_fused_mlp fashion_mlp_nvcc fashion_cnn_nvcc -j "$JOBS" >"$BUILD/build.log" 2>&1 \
   || { grep -E "error|Error" -A3 "$BUILD/build.log" | head -60; fail 5 "build"; return 5; }
 echo "built in $(($(date +%s) - t0)) s"
 
@@ -176,6 +181,14 @@ if command -v mpirun >/dev/null && grep -q NITRO_WITH_MPI "$BUILD/build.ninja" "
 else
   echo "MPI: SKIPPED (no mpirun here, or the build found no MPI); the bootstrap's CPU half is CI's mpi.nccl"
 fi
+
+say "the examples' command line on the GPU: run --set device=cuda"
+for ex in fashion_mlp fashion_cnn; do
+  timeout 120 python3 "$ROOT/tests/e2e/device_check.py" "$BUILD/device_check_$ex" "$BUILD/kernels/${ex}_nvcc" || fail 12 "$ex run --set device=cuda"
+done
+
+say "throughput: the examples through the handle on the GPU and the CPU, beside PyTorch (eager, torch.compile)"
+timeout 420 python3 "$ROOT/bench/gpu_throughput.py" "$BUILD" || fail 13 "gpu_throughput"
 
 say "throughput: fused MLP against cuBLASLt"
 timeout 240 "$BUILD/kernels/bench_fused_mlp" || fail 8 "bench_fused_mlp"

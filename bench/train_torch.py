@@ -1,7 +1,14 @@
 #!/usr/bin/python3
 """bench/train_torch.py - PyTorch's side of the side-by-side training benchmark (bench/run.sh).
 
-    train_torch.py <model> [--epochs N] [--train-limit N] [--threads T]     model: mlp | wide | cnn
+    train_torch.py <model> [--epochs N] [--train-limit N] [--threads T] [--device cuda] [--compile]
+        model: mlp | wide | cnn | cnn_example
+
+cnn is bench/train_nitro's CNN (no batch norm, no dropout); cnn_example is examples/fashion_cnn.cpp
+as it is (batch norm after each pooling, dropout 0.25 before the dense layers), which
+bench/gpu_check.sh compares with that example on a GPU. --device cuda keeps the data and the model
+on the GPU (synchronising before each epoch's clock stops); --compile runs the model through
+torch.compile (PyTorch 2), whose first epoch includes the compilation: see epoch_samples_per_s.
 
 Trains the model bench/train_nitro.cpp trains, the same way: Fashion-MNIST from the same files
 (pixels scaled to [0, 1]), the whole 60000-image train split reshuffled each epoch with the last
@@ -60,7 +67,11 @@ def build(model):
         return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                              nn.Flatten(), nn.Linear(49 * 64, 128), nn.ReLU(), nn.Linear(128, 10))
-    raise SystemExit(f"train_torch.py: unknown model '{model}' (use mlp, wide, cnn)")
+    if model == "cnn_example":  # examples/fashion_cnn.cpp as it is: batch norm and dropout too
+        return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.BatchNorm2d(32),
+                             nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.BatchNorm2d(64),
+                             nn.Flatten(), nn.Dropout(0.25), nn.Linear(49 * 64, 128), nn.ReLU(), nn.Linear(128, 10))
+    raise SystemExit(f"train_torch.py: unknown model '{model}' (use mlp, wide, cnn, cnn_example)")
 
 
 def blas_library():
@@ -88,13 +99,22 @@ def main():
     ap.add_argument("--train-limit", type=int, default=0)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--compile", action="store_true")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    xtr, ytr, xte, yte = load(args.train_limit)
-    net = build(args.model)
+    dev = torch.device(args.device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("train_torch.py: --device cuda, but this PyTorch sees no GPU")
+    if args.compile and not hasattr(torch, "compile"):
+        raise SystemExit(f"train_torch.py: --compile needs torch.compile (PyTorch 2); this is {torch.__version__}")
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
+    xtr, ytr, xte, yte = (t.to(dev) for t in load(args.train_limit))
+    net = build(args.model).to(dev)
     opt = torch.optim.AdamW(net.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)
+    step_net = torch.compile(net) if args.compile else net
     batch = 128
     n = xtr.shape[0]
     steps = n // batch
@@ -104,15 +124,17 @@ def main():
     seconds = 0.0
     rates = []
     for epoch in range(args.epochs):
-        order = torch.randperm(n, generator=g)
+        order = torch.randperm(n, generator=g).to(dev)
+        sync()
         t0 = time.perf_counter()
         for s in range(steps):
             idx = order[s * batch:(s + 1) * batch]
             x, y = xtr.index_select(0, idx), ytr.index_select(0, idx)
             opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(net(x), y, label_smoothing=0.05)
+            loss = F.cross_entropy(step_net(x), y, label_smoothing=0.05)
             loss.backward()
             opt.step()
+        sync()
         dt = time.perf_counter() - t0
         seconds += dt
         rates.append(steps * batch / dt)
@@ -130,7 +152,9 @@ def main():
              "wide": 2.0 * (784 * 1024 + 1024 * 1024 + 10240) * 3 - 2.0 * 784 * 1024}.get(args.model, 0.0)
     print(json.dumps({
         "framework": "pytorch",
+        "mode": "torch.compile" if args.compile else "eager",
         "model": args.model,
+        "device": str(dev) + (f" ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else ""),
         "threads": torch.get_num_threads(),
         "epochs": args.epochs,
         "train_samples": samples,
