@@ -188,7 +188,11 @@ for ex in fashion_mlp fashion_cnn; do
 done
 
 say "throughput: the examples through the handle on the GPU and the CPU, beside PyTorch (eager, torch.compile)"
-timeout 420 python3 "$ROOT/bench/gpu_throughput.py" "$BUILD" || fail 13 "gpu_throughput"
+PY=python3  # the Python that imports torch (the PATH's first, else Debian's)
+for p in python3 /usr/bin/python3; do
+  if "$p" -c "import torch" 2>/dev/null; then PY=$p; break; fi
+done
+timeout 420 "$PY" "$ROOT/bench/gpu_throughput.py" "$BUILD" || fail 13 "gpu_throughput"
 
 say "throughput: fused MLP against cuBLASLt"
 timeout 240 "$BUILD/kernels/bench_fused_mlp" || fail 8 "bench_fused_mlp"

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """bench/gpu_throughput.py - the examples through the handle on a GPU, beside PyTorch on the same GPU.
 
-    gpu_throughput.py BUILD [--device cuda] [--work DIR]
+    gpu_throughput.py BUILD [--device cuda] [--work DIR]     (with the Python that has PyTorch)
 
 BUILD holds kernels/fashion_mlp_nvcc and kernels/fashion_cnn_nvcc (examples/fashion_mlp.cpp and
 fashion_cnn.cpp built by nvcc). For each, one epoch of `run --set device=DEVICE --set batch_size=128`
@@ -50,7 +50,7 @@ def nitro_run(exe, device, work, tag):
 
 
 def torch_run(model, device, compiled):
-    cmd = ["/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable, os.path.join(HERE, "train_torch.py"),
+    cmd = [sys.executable, os.path.join(HERE, "train_torch.py"),
            model, "--device", device, "--epochs", "2", "--threads", str(os.cpu_count())] + (["--compile"] if compiled else [])
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     if p.returncode != 0:
