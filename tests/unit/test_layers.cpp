@@ -905,3 +905,27 @@ TEST_CASE("decoding with the KV cache gives the logits of the whole window, a to
   CHECK_NOTHROW(piece(0, 10));
   CHECK_THROWS_WITH_AS(piece(0, 1), doctest::Contains("E-LAYER-001"), nitro::error);
 }
+
+TEST_CASE("ir's kernels per backend: a dense layer's products on the CPU's gemm, on a GPU cuBLASLt's, with relu in its epilogue and gelu after it") {
+  auto model = nn::chain(nn::dense<3, 4>(nn::relu), nn::dense<4, 4>(nn::gelu), nn::dense<4, 2>());
+  nitro::cli::table t;
+  std::vector<std::string> cpu, gpu;
+  nitro::cli::detail::describe_layers(t, model, "", false, cpu);
+  nitro::cli::detail::describe_layers(t, model, "", false, gpu, true);
+  const std::vector<std::string> want_gpu{
+      "layer_1  forward   cuBLASLt gemm [4 x 3] . [3 x B] + bias + relu in cuBLASLt's epilogue (one launch)",
+      "layer_1  backward  relu' [4 x B] (one kernel), bias gradient: row sums [4 x B] -> [4] (one kernel)",
+      "layer_1  backward  cuBLASLt gemm dW [4 x B] . [B x 3]",  // the first layer's input needs no gradient
+      "layer_2  forward   cuBLASLt gemm [4 x 4] . [4 x B], then bias + gelu (one kernel)",  // gelu keeps its input
+      "layer_2  backward  gelu' [4 x B] (one kernel), bias gradient: row sums [4 x B] -> [4] (one kernel)",
+      "layer_2  backward  cuBLASLt gemm dW [4 x B] . [B x 4]",
+      "layer_2  backward  cuBLASLt gemm dx [4 x 4] . [4 x B]",
+      "layer_3  forward   cuBLASLt gemm [2 x 4] . [4 x B] + bias in cuBLASLt's epilogue (one launch)",
+      "layer_3  backward  bias gradient: row sums [2 x B] -> [2] (one kernel)",
+      "layer_3  backward  cuBLASLt gemm dW [2 x B] . [B x 4]",
+      "layer_3  backward  cuBLASLt gemm dx [4 x 2] . [2 x B]"};
+  CHECK(gpu == want_gpu);
+  REQUIRE(cpu.size() == 13);  // the CPU lists the activation's derivative and the bias gradient apart
+  CHECK(cpu[0] == "layer_1  forward   gemm<float> [4 x 3] . [3 x B] + bias + relu (one pass)");
+  CHECK(cpu[4] == "layer_2  forward   gemm<float> [4 x 4] . [4 x B] + bias + gelu (one pass)");
+}

@@ -226,9 +226,9 @@ struct program {
     o << "layers:\n";
     table lt;
     std::vector<std::string> kernels;
-    detail::describe_layers(lt, model, "", false, kernels);
+    detail::describe_layers(lt, model, "", false, kernels, on_cuda);
     o << lt.str();
-    o << "kernels (CPU backend, B = batch):\n";
+    o << (on_cuda ? "kernels (CUDA backend, " + *s.request.device + ", B = batch):\n" : std::string("kernels (CPU backend, B = batch):\n"));
     table kt;
     for (auto const& k : kernels) kt.row({k});
     if (kernels.empty()) kt.row({"none listed by these layers"});
