@@ -4,7 +4,8 @@
 #      the examples as nvcc builds them: fashion_mlp_nvcc, fashion_cnn_nvcc) for this GPU only;
 #   2. runs the GPU tests: fused kernels, cuBLASLt, cuDNN, loss, optimizer, transfers, NCCL against
 #      the CPU backend, each with its max relative error; then the handle on nitro::cuda_device{}
-#      against the same runs on the CPU (AdamW and SAM, accum 1 and 2);
+#      against the same runs on the CPU (AdamW and SAM, accum 1 and 2; fashion_cnn's layers on
+#      Fashion-MNIST);
 #   3. trains fashion_mlp for one epoch on the GPU (fused MLP, TF32) and the same run on the CPU
 #      backend, and compares their test accuracy;
 #   4. where Open MPI is installed: the same epoch under mpirun, one rank per GPU, through the NCCL

@@ -52,6 +52,26 @@ struct Blobs {
 NITRO_EXPERIMENT(Blobs<false>, batch_size, smoothing);
 NITRO_EXPERIMENT(Blobs<true>, batch_size, smoothing);
 
+// fashion_cnn's layers on real data: 1280 Fashion-MNIST training images (256 held out as valid),
+// two convolutions with relu, max pooling, batch norm, two dense layers; no dropout, so both
+// backends train the same function.
+struct ImgIn { BOOST_HANA_DEFINE_STRUCT(ImgIn, (nitro::Tensor, img)); };
+struct Convs {
+  std::int64_t batch_size = 128;
+  nitro::Device<float> smoothing{0.05f};
+  auto build_data() const { return nitro::data::fashion_mnist({.valid = 256, .train_limit = 1280, .test_limit = 256}); }
+  auto build_model() const {
+    namespace nn = nitro::nn;
+    return nn::chain(nn::conv2d<1, 8, 3, 1, 1>(nn::relu), nn::max_pool<2>(), nn::batch_norm<8>(),  // [14, 14, 8, B]
+                     nn::conv2d<8, 16, 3, 1, 1>(nn::relu), nn::max_pool<2>(),                     // [7, 7, 16, B]
+                     nn::flatten, nn::dense<784, 32>(nn::relu), nn::dense<32, 10>());
+  }
+  auto forward(auto const& m, auto const& ps, auto const& st, ImgIn const& in) const { return m(in.img, ps, st); }
+  auto loss(nitro::Tensor const& y, LabelIn const& t) const { return nitro::nn::logitcrossentropy(y, t.label, smoothing); }
+  auto metrics(nitro::Tensor const& y, LabelIn const& t) const { return Metrics{{nitro::nn::correct(y, t.label), double(t.label.batch())}}; }
+};
+NITRO_EXPERIMENT(Convs, batch_size, smoothing);
+
 // ||a - b|| / ||b||: Adam divides by sqrt(v), so one weight whose gradient is ~0 on one backend and
 // tiny on the other moves a whole step either way; the whole array's error is the measure.
 double norm_rel_error(float const* a, float const* b, std::int64_t n) {
@@ -99,6 +119,28 @@ TEST_CASE("the handle on the GPU: nitro::device = nitro::cuda_device{} trains th
   handle_on_gpu_follows_the_cpu<false>(1);
   handle_on_gpu_follows_the_cpu<false>(2);
   handle_on_gpu_follows_the_cpu<true>(1);
+}
+
+TEST_CASE("the handle on the GPU: fashion_cnn's layers (convolution, pooling, batch norm, dense) on Fashion-MNIST follow the CPU") {
+  nitro::Nitro g(Convs{}, nitro::max_epochs = 3, nitro::logger = nitro::no_loggers, nitro::device = nitro::cuda_device{});
+  g.train(false);
+  nitro::Nitro c(Convs{}, nitro::max_epochs = 3, nitro::logger = nitro::no_loggers);
+  c.train(false);
+  const auto n = std::remove_cvref_t<decltype(g.param_buffer())>::size;
+  const auto ns = std::remove_cvref_t<decltype(g.state_buffer())>::size;
+  const double ep = norm_rel_error(g.param_buffer().values(), c.param_buffer().values(), n);
+  const double es = norm_rel_error(g.state_buffer().values(), c.state_buffer().values(), ns);
+  const auto vg = g.evaluate("valid"), vc = c.evaluate("valid");
+  CHECK(g.step() == 30);  // 3 epochs of 1280 training images, batches of 128
+  CHECK(c.step() == 30);
+  std::printf("  convolutions, 3 epochs of 10 steps: parameters relative error %.3e, state %.3e; valid acc %.4f (GPU) %.4f (CPU), loss %.6f / %.6f\n",
+              ep, es, vg.at("acc"), vc.at("acc"), vg.at("loss"), vc.at("loss"));
+  // the products and convolutions sum in another order on the GPU; 30 Adam steps keep that small
+  CHECK(ep < 1e-2);
+  CHECK(es < 1e-2);
+  CHECK(std::fabs(vg.at("acc") - vc.at("acc")) <= 3.0 / 256 + 1e-9);  // a few of 256 images on a boundary
+  CHECK(vg.at("loss") == doctest::Approx(vc.at("loss")).epsilon(1e-2));
+  CHECK(vg.at("acc") > 0.6);  // it learned: chance is 0.1 (the CPU run alone reaches 0.707)
 }
 
 TEST_CASE("the handle on the GPU: a Device field set between steps is what the next evaluation's loss reads, with no rebuild") {
