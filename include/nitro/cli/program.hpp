@@ -309,7 +309,11 @@ struct program {
       });
       one.splits.emplace_back(split.name(), std::move(copy));
     }
-    auto kws = std::tuple_cat(selection_keywords<E>(s), std::tuple{kw::data = one});
+    // on the backend the selection asks for (--set device=cuda: the batches run on the GPU)
+    auto kws = [&] {
+      if constexpr (on_cuda) return std::tuple_cat(selection_keywords<E>(s), std::tuple{kw::data = one, kw::device = cuda_device{s.request.cuda_index()}});
+      else return std::tuple_cat(selection_keywords<E>(s), std::tuple{kw::data = one});
+    }();
     auto h = std::apply([&](auto... kw) { return std::make_unique<Nitro<E, decltype(kw)...>>(std::move(e), kw...); }, kws);
     using H = std::remove_cvref_t<decltype(*h)>;
     using B = typename H::binding_type;
@@ -331,6 +335,7 @@ struct program {
     for (auto const& split : full.splits) sizes += (sizes.empty() ? "" : ", ") + split.name() + " " + std::to_string(split.size());
     t.row({"data", full.name + ": " + sizes + " samples"});
     t.row({"model", h->model().describe() + ", " + std::to_string(H::param_store_type::count) + " parameters"});
+    if constexpr (on_cuda) t.row({"backend", std::string(h->backend().name()) + " (" + *s.request.device + ")"});
     for (auto const& split : one.splits) {
       auto m = h->evaluate(split.name());
       std::string line = "one batch of " + std::to_string(split.size());
