@@ -24,10 +24,11 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+BATCH = 128  # nitro's runs and PyTorch's (train_torch.py's batch)
 
 
 def nitro_run(exe, device, work, tag):
-    cmd = [exe, "run", "--set", f"device={device}", "--set", "batch_size=128", "--set", "max_epochs=1", "--quiet",
+    cmd = [exe, "run", "--set", f"device={device}", "--set", f"batch_size={BATCH}", "--set", "max_epochs=1", "--quiet",
            "--run-dir", work, "--id", tag]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
@@ -45,7 +46,7 @@ def nitro_run(exe, device, work, tag):
     backend = json.load(open(os.path.join(folder[0], "manifest.json"))).get("backend", {}).get("name")
     steps = train[-1]["step"] - train[0]["step"]
     return {"framework": "nitro", "backend": backend, "device": device,
-            "samples_per_s": round(steps * 128 / (train[-1]["wall_time"] - train[0]["wall_time"]), 1),
+            "samples_per_s": round(steps * BATCH / (train[-1]["wall_time"] - train[0]["wall_time"]), 1),
             "test_acc": status.get("last", {}).get("test/acc")}
 
 
@@ -78,8 +79,9 @@ def main():
     table = []
     for model, exe, torch_model in (("fashion_mlp", "fashion_mlp_nvcc", "mlp"), ("fashion_cnn", "fashion_cnn_nvcc", "cnn_example")):
         runs = []
-        jobs = [("nitro, the handle", lambda: nitro_run(os.path.join(args.build, "kernels", exe), args.device, work, f"{model}-dev")),
-                ("nitro, CPU", lambda: nitro_run(os.path.join(args.build, "kernels", exe), "cpu", work, f"{model}-cpu")),
+        path = os.path.join(args.build, "kernels", exe)
+        jobs = [("nitro, the handle", lambda: nitro_run(path, args.device, work, f"{model}-dev")),
+                ("nitro, CPU", lambda: nitro_run(path, "cpu", work, f"{model}-cpu")),
                 ("pytorch eager", lambda: torch_run(torch_model, args.device, False))]
         if has_compile:
             jobs.append(("pytorch torch.compile", lambda: torch_run(torch_model, args.device, True)))
